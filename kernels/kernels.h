@@ -1,0 +1,156 @@
+// Host API of every CUDA kernel, the contract between kernels/, the engine, the tests and the bench runner.
+//
+// Conventions (all ops):
+//   * bf16 activations and weights, fp32 accumulation inside kernels, bf16 results: the rounding points of
+//     transformers' Qwen3 forward in bf16 (models.md section 1.3/1.4), so the engine reproduces its tokens.
+//   * Row-major tensors; a linear weight is (out_features, in_features) and y = x · Wᵀ.
+//   * Every launch takes a stream and never synchronizes, so a whole decode step can be captured in a CUDA graph.
+//     Values that change from step to step (token ids, positions) live in device memory for the same reason.
+//   * Each op has one Args struct shared by all of its versions; versions are listed in registry.h.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qwen3::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// ---- 00 embedding ------------------------------------------------------------------------------------------------
+struct EmbeddingArgs {
+  const int32_t* ids;  // (tokens) device; PRECOND: 0 <= id < vocab (validated on the host)
+  const bf16* table;   // (vocab, hidden)
+  bf16* out;           // (tokens, hidden)
+  int64_t tokens, hidden;
+};
+
+// ---- 01 rmsnorm --------------------------------------------------------------------------------------------------
+// y = weight * bf16(x * rsqrt(mean(x^2) + eps)): the normalized value is rounded to bf16 before the weight multiply,
+// as in transformers. Used for the layer norms (n = hidden) and for QK-norm (rows = tokens * heads, n = head_dim).
+struct RmsnormArgs {
+  const bf16* x;       // (rows, n)
+  const bf16* weight;  // (n)
+  bf16* y;             // (rows, n); may alias x
+  int64_t rows, n;
+  float eps;
+};
+
+// Fused residual add + rmsnorm: residual = bf16(residual + delta); y = rmsnorm(residual).
+struct AddRmsnormArgs {
+  bf16* residual;      // (rows, n) in/out: the hidden state h
+  const bf16* delta;   // (rows, n): the sublayer output added to h
+  const bf16* weight;  // (n)
+  bf16* y;             // (rows, n): normalized, input of the next sublayer
+  int64_t rows, n;
+  float eps;
+};
+
+// ---- 02 gemm -----------------------------------------------------------------------------------------------------
+// y (m, n) = x (m, k) · w (n, k)ᵀ. m = tokens: 1..8 is the decode regime (GEMV, memory bound), large m prefill.
+struct GemmArgs {
+  const bf16* x;  // (m, k)
+  const bf16* w;  // (n, k)
+  bf16* y;        // (m, n)
+  int64_t m, n, k;
+};
+
+// ---- 03 rope (and QK-norm, KV-cache write) -------------------------------------------------------------------------
+// NeoX rotary embedding in place on q and k: dim j pairs with j + head_dim/2. cos/sin are computed in fp32 from
+// inv_freq and rounded to bf16, then q' = bf16(bf16(q*cos) + bf16(rotate_half(q)*sin)), as transformers does.
+struct RopeArgs {
+  bf16* q;                   // (tokens, q_heads, head_dim)
+  bf16* k;                   // (tokens, kv_heads, head_dim)
+  const int32_t* positions;  // (tokens) device
+  const float* inv_freq;     // (head_dim / 2) device
+  float attention_factor;    // multiplies cos and sin (YaRN), else 1
+  int64_t tokens, q_heads, kv_heads, head_dim;
+};
+
+// Everything between the QKV projection and attention in one pass (fused path):
+// q = rope(q_norm(q)), k = rope(k_norm(k)) written to the cache at its position, v copied to the cache.
+struct QkNormRopeCacheArgs {
+  const bf16* qkv;           // (tokens, (q_heads + 2 * kv_heads) * head_dim): q | k | v per token
+  const bf16* q_norm;        // (head_dim)
+  const bf16* k_norm;        // (head_dim)
+  bf16* q_out;               // (tokens, q_heads, head_dim)
+  bf16* k_cache;             // (slots, max_ctx, kv_heads, head_dim): this layer
+  bf16* v_cache;             // (slots, max_ctx, kv_heads, head_dim)
+  const int32_t* positions;  // (tokens)
+  const int32_t* slots;      // (tokens) cache slot per token, or nullptr for slot 0
+  const float* inv_freq;     // (head_dim / 2)
+  float attention_factor;
+  float eps;
+  int64_t tokens, q_heads, kv_heads, head_dim, max_ctx;
+};
+
+// Writes k and v rows into the cache at (slot, position) (the unfused path's separate store).
+struct KvWriteArgs {
+  const bf16* k;             // (tokens, kv_heads, head_dim)
+  const bf16* v;             // (tokens, kv_heads, head_dim)
+  bf16* k_cache;             // (slots, max_ctx, kv_heads, head_dim)
+  bf16* v_cache;
+  const int32_t* positions;  // (tokens)
+  const int32_t* slots;      // (tokens) or nullptr for slot 0
+  int64_t tokens, kv_heads, head_dim, max_ctx;
+  int64_t k_row_stride, v_row_stride;  // elements between consecutive tokens of k / v (kv_heads*head_dim if packed)
+};
+
+// ---- 04 attention ------------------------------------------------------------------------------------------------
+// Causal GQA attention against the cache: query token t (at positions[t], in cache slot slots[t]) attends to keys
+// [0, positions[t]] of its slot; q head h reads kv head h / (q_heads / kv_heads). Softmax in fp32, output bf16.
+// Prefill: tokens = T of one sequence (its keys already in the cache). Decode: tokens = batch, one per slot.
+struct AttentionArgs {
+  const bf16* q;             // (tokens, q_heads, head_dim)
+  const bf16* k_cache;       // (slots, max_ctx, kv_heads, head_dim)
+  const bf16* v_cache;       // (slots, max_ctx, kv_heads, head_dim)
+  bf16* out;                 // (tokens, q_heads, head_dim)
+  const int32_t* positions;  // (tokens)
+  const int32_t* slots;      // (tokens) or nullptr for slot 0
+  int64_t tokens, q_heads, kv_heads, head_dim, max_ctx;
+  int64_t max_position;      // host-side upper bound of positions[] (sizes split-KV grids; may exceed the truth)
+  float scale;               // head_dim^-0.5
+  float* workspace;          // split-KV partials, attention_workspace_floats() floats, or nullptr if unused
+};
+int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int64_t max_ctx);
+
+// ---- 05 mlp ------------------------------------------------------------------------------------------------------
+// out = bf16(bf16(silu(gate)) * up), gate and up side by side in one row (the fused gate|up projection).
+struct SiluMulArgs {
+  const bf16* gate_up;  // (tokens, 2 * inter): gate in columns [0, inter), up in [inter, 2 * inter)
+  bf16* out;            // (tokens, inter)
+  int64_t tokens, inter;
+};
+
+// ---- 06 residual add ---------------------------------------------------------------------------------------------
+struct AddArgs {
+  bf16* h;             // (n) in/out: h = bf16(h + delta)
+  const bf16* delta;   // (n)
+  int64_t n;
+};
+
+// ---- 07 sampling -------------------------------------------------------------------------------------------------
+// One token per row of logits. Per-row parameters live on the device so a captured graph can change them.
+struct DeviceSampling {
+  float temperature;  // <= 0: greedy
+  int32_t top_k;      // 0: off
+  float top_p;        // 1: off
+  float min_p;        // 0: off
+  float repetition_penalty, presence_penalty, frequency_penalty;
+  uint64_t seed;
+};
+
+struct SampleArgs {
+  const bf16* logits;            // (rows, vocab)
+  const DeviceSampling* params;  // (rows)
+  const int32_t* token_counts;   // (rows, vocab): times generated, or nullptr (no penalties)
+  const uint8_t* in_prompt;      // (rows, vocab): 1 if in the prompt, or nullptr
+  uint64_t* step;                // (rows) random-stream position, incremented by the kernel
+  int32_t* out_tokens;           // (rows)
+  int64_t rows, vocab;
+  float* workspace;              // sample_workspace_floats() floats
+};
+int64_t sample_workspace_floats(int64_t rows, int64_t vocab);
+
+}  // namespace qwen3::kernels
