@@ -52,8 +52,10 @@ struct AddRmsnormArgs {
 struct GemmArgs {
   const bf16* x;  // (m, k)
   const bf16* w;  // (n, k)
-  bf16* y;        // (m, n)
+  bf16* y;        // (m, n), rows ldy elements apart
   int64_t m, n, k;
+  int64_t ldy = 0;  // row stride of y in elements; 0 means n (lets two GEMMs fill the halves of one buffer)
+  int64_t y_stride() const { return ldy > 0 ? ldy : n; }
 };
 
 // ---- 03 rope (and QK-norm, KV-cache write) -------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+// v1_qk_norm_rope_cache: QK-norm, RoPE and the KV-cache store in one pass over the fused QKV projection output,
+// where the unfused path makes four (rmsnorm q, rmsnorm k, rope, kv_write) and re-reads q and k each time.
+// One warp per head: lane l holds dims [l*E, l*E + E) of the first half and the same dims of the second half
+// (E = head_dim / 64), so each RoPE pair (j, j + head_dim/2) sits in one lane and needs no shuffle.
+#include "kernels/03_rope/rope_math.cuh"
+#include "kernels/common/check.h"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+// PRECOND: head_dim == 64 * kPerLane; blockDim.x == kWarpsPerBlock * 32.
+// Warps [0, q_heads) of a token normalize+rotate q heads; [q_heads, q_heads + kv_heads) do k heads and copy v.
+template <int kPerLane>
+__global__ void qk_norm_rope_cache_kernel(QkNormRopeCacheArgs a) {
+  constexpr int kHeadDim = 64 * kPerLane;
+  constexpr int kHalf = kHeadDim / 2;
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t heads_per_token = a.q_heads + a.kv_heads;
+  const int64_t global_warp = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  if (global_warp >= a.tokens * heads_per_token) return;
+  const int64_t token = global_warp / heads_per_token;
+  const int64_t head = global_warp % heads_per_token;
+  const bool is_q = head < a.q_heads;
+  const int64_t qkv_width = (a.q_heads + 2 * a.kv_heads) * kHeadDim;
+  const bf16* src = a.qkv + token * qkv_width + head * kHeadDim;  // k heads follow the q heads in the row
+  const bf16* norm_w = is_q ? a.q_norm : a.k_norm;
+
+  float lo[kPerLane], hi[kPerLane];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    lo[e] = __bfloat162float(src[lane * kPerLane + e]);
+    hi[e] = __bfloat162float(src[kHalf + lane * kPerLane + e]);
+    sum_sq += lo[e] * lo[e] + hi[e] * hi[e];
+  }
+  sum_sq = warp_sum(sum_sq);
+  const float inv_rms = 1.0f / sqrtf(sum_sq / float(kHeadDim) + a.eps);
+  const int32_t position = a.positions[token];
+  bf16* dst;
+  if (is_q) {
+    dst = a.q_out + (token * a.q_heads + head) * kHeadDim;
+  } else {
+    const int64_t slot = a.slots ? a.slots[token] : 0;
+    dst = a.k_cache + ((slot * a.max_ctx + position) * a.kv_heads + (head - a.q_heads)) * kHeadDim;
+  }
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    const int i = lane * kPerLane + e;
+    const float n_lo = bf16_round(__bfloat162float(norm_w[i]) * bf16_round(lo[e] * inv_rms));
+    const float n_hi = bf16_round(__bfloat162float(norm_w[i + kHalf]) * bf16_round(hi[e] * inv_rms));
+    float c, s, o1, o2;
+    rope_cos_sin_bf16(position, a.inv_freq[i], a.attention_factor, c, s);
+    rope_rotate_pair(n_lo, n_hi, c, s, o1, o2);
+    dst[i] = __float2bfloat16_rn(o1);
+    dst[i + kHalf] = __float2bfloat16_rn(o2);
+  }
+  if (!is_q) {  // v: copied as is
+    const int64_t kv_head = head - a.q_heads;
+    const bf16* v_src = a.qkv + token * qkv_width + (a.q_heads + a.kv_heads + kv_head) * kHeadDim;
+    const int64_t slot = a.slots ? a.slots[token] : 0;
+    bf16* v_dst = a.v_cache + ((slot * a.max_ctx + position) * a.kv_heads + kv_head) * kHeadDim;
+    for (int i = lane; i < kHeadDim; i += kWarpSize) v_dst[i] = v_src[i];
+  }
+}
+
+}  // namespace
+
+bool qk_norm_rope_cache_v1_supports(const QkNormRopeCacheArgs& a) { return a.head_dim == 64 || a.head_dim == 128; }
+
+void launch_qk_norm_rope_cache_v1(const QkNormRopeCacheArgs& a, cudaStream_t stream) {
+  const int64_t warps = a.tokens * (a.q_heads + a.kv_heads);
+  const unsigned blocks = unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (a.head_dim == 128) {
+    qk_norm_rope_cache_kernel<2><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+  } else {
+    qk_norm_rope_cache_kernel<1><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels

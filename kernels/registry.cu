@@ -1,0 +1,128 @@
+// The version lists of registry.h. Adding a version: write kernels/<op>/vN_<name>.cu with a launch function (and a
+// supports() if it does not take every shape), declare both below, append one row. Oldest first.
+#include "kernels/registry.h"
+
+namespace qwen3::kernels {
+
+void launch_embedding_v0(const EmbeddingArgs&, cudaStream_t);
+void launch_rmsnorm_v0(const RmsnormArgs&, cudaStream_t);
+void launch_rmsnorm_v1(const RmsnormArgs&, cudaStream_t);
+bool rmsnorm_v1_supports(const RmsnormArgs&);
+void launch_add_rmsnorm_v0(const AddRmsnormArgs&, cudaStream_t);
+void launch_add_rmsnorm_v1(const AddRmsnormArgs&, cudaStream_t);
+bool add_rmsnorm_v1_supports(const AddRmsnormArgs&);
+void launch_gemm_v0(const GemmArgs&, cudaStream_t);
+void launch_gemm_v1(const GemmArgs&, cudaStream_t);
+bool gemm_v1_supports(const GemmArgs&);
+void launch_gemm_v2(const GemmArgs&, cudaStream_t);
+bool gemm_v2_supports(const GemmArgs&);
+void launch_gemm_v3(const GemmArgs&, cudaStream_t);
+bool gemm_v3_supports(const GemmArgs&);
+void launch_rope_v0(const RopeArgs&, cudaStream_t);
+void launch_qk_norm_rope_cache_v1(const QkNormRopeCacheArgs&, cudaStream_t);
+bool qk_norm_rope_cache_v1_supports(const QkNormRopeCacheArgs&);
+void launch_kv_write_v0(const KvWriteArgs&, cudaStream_t);
+void launch_attention_v0(const AttentionArgs&, cudaStream_t);
+bool attention_v0_supports(const AttentionArgs&);
+void launch_attention_v1(const AttentionArgs&, cudaStream_t);
+bool attention_v1_supports(const AttentionArgs&);
+void launch_silu_mul_v0(const SiluMulArgs&, cudaStream_t);
+bool silu_mul_v0_supports(const SiluMulArgs&);
+void launch_add_v0(const AddArgs&, cudaStream_t);
+bool add_v0_supports(const AddArgs&);
+void launch_sample_v0(const SampleArgs&, cudaStream_t);
+
+const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
+  static const std::vector<KernelVersion<EmbeddingArgs>> v{
+      {"v0_embedding", "one block per token, 16-byte row copy", launch_embedding_v0, nullptr},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<RmsnormArgs>>& rmsnorm_versions() {
+  static const std::vector<KernelVersion<RmsnormArgs>> v{
+      {"v0_rmsnorm", "block per row, scalar, reads the row twice", launch_rmsnorm_v0, nullptr},
+      {"v1_rmsnorm_vec", "row kept in registers, 16-byte vectors: one read of the row", launch_rmsnorm_v1,
+       rmsnorm_v1_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<AddRmsnormArgs>>& add_rmsnorm_versions() {
+  static const std::vector<KernelVersion<AddRmsnormArgs>> v{
+      {"v0_add_rmsnorm", "residual add and norm in one block, scalar", launch_add_rmsnorm_v0, nullptr},
+      {"v1_add_rmsnorm_vec", "16-byte vectors, row in registers", launch_add_rmsnorm_v1, add_rmsnorm_v1_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
+  static const std::vector<KernelVersion<GemmArgs>> v{
+      {"v0_gemm_naive", "thread per output, scalar uncoalesced loads", launch_gemm_v0, nullptr},
+      {"v1_gemv_warp", "decode: warp per row, coalesced 16-byte loads, shuffle reduce", launch_gemm_v1,
+       gemm_v1_supports},
+      {"v2_gemv_stream", "decode: 4 loads in flight per lane, evict-first, rows per warp scale with batch",
+       launch_gemm_v2, gemm_v2_supports},
+      {"v3_gemm_mma", "prefill: mma.sync bf16 tensor cores, ldmatrix, 4-stage cp.async, 128x128x32 tiles",
+       launch_gemm_v3, gemm_v3_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<RopeArgs>>& rope_versions() {
+  static const std::vector<KernelVersion<RopeArgs>> v{
+      {"v0_rope", "block per token, thread per rotation pair, in place", launch_rope_v0, nullptr},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<QkNormRopeCacheArgs>>& qk_norm_rope_cache_versions() {
+  static const std::vector<KernelVersion<QkNormRopeCacheArgs>> v{
+      {"v1_qk_norm_rope_cache", "QK-norm + RoPE + KV-cache store in one pass, warp per head (v0 = the unfused "
+                                "rmsnorm, rope, kv_write sequence)",
+       launch_qk_norm_rope_cache_v1, qk_norm_rope_cache_v1_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<KvWriteArgs>>& kv_write_versions() {
+  static const std::vector<KernelVersion<KvWriteArgs>> v{
+      {"v0_kv_write", "block per token copies k and v rows into the cache", launch_kv_write_v0, nullptr},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<AttentionArgs>>& attention_versions() {
+  static const std::vector<KernelVersion<AttentionArgs>> v{
+      {"v0_attention", "warp per (token, head), online softmax, one key at a time", launch_attention_v0,
+       attention_v0_supports},
+      {"v1_flash_decode", "split-KV with the GQA group in one CTA, 3-phase chunks + merge kernel",
+       launch_attention_v1, attention_v1_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<SiluMulArgs>>& silu_mul_versions() {
+  static const std::vector<KernelVersion<SiluMulArgs>> v{
+      {"v0_silu_mul", "elementwise on the fused gate|up output, 16-byte vectors", launch_silu_mul_v0,
+       silu_mul_v0_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<AddArgs>>& add_versions() {
+  static const std::vector<KernelVersion<AddArgs>> v{
+      {"v0_add", "elementwise residual add, 16-byte vectors", launch_add_v0, add_v0_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<SampleArgs>>& sample_versions() {
+  static const std::vector<KernelVersion<SampleArgs>> v{
+      {"v0_sample", "block per row: penalties, argmax or radix-select top-k/top-p + min-p, prefix-sum draw",
+       launch_sample_v0, nullptr},
+  };
+  return v;
+}
+
+}  // namespace qwen3::kernels
