@@ -49,5 +49,7 @@ std::vector<int32_t> parse_id_list(const std::string& text);
 void register_info(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_run(CLI::App& app);
+void register_tokenize(CLI::App& app);  // tokenize and detokenize: cmd_tokenize.cpp
+void register_detokenize(CLI::App& app);
 
 }  // namespace qwen3::cli

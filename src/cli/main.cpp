@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   qwen3::cli::register_info(app);
   qwen3::cli::register_logits(app);
   qwen3::cli::register_run(app);
+  qwen3::cli::register_tokenize(app);
+  qwen3::cli::register_detokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
