@@ -17,6 +17,7 @@ class Sampler;
 struct ForwardOutput {
   std::vector<float> last_logits;      // (vocab) logits of the last position
   std::vector<int32_t> argmax;         // (T) argmax at every position, when requested
+  std::vector<float> top2_margin;      // (T) top-1 minus top-2 logit at every position (CPU backend, when requested)
 };
 
 class Backend {

@@ -215,6 +215,7 @@ void CpuBackend::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
   const int64_t V = c.vocab_size;
   out.last_logits.resize(size_t(V));
   out.argmax.clear();
+  out.top2_margin.clear();
   if (!want_argmax_per_position) {
     matmul_f32(x.data() + (T - 1) * H, 1, weights_.lm_head, out.last_logits.data());
     return;
@@ -227,7 +228,12 @@ void CpuBackend::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
     matmul_f32(x.data() + t0 * H, n, weights_.lm_head, logits.data());
     for (int64_t i = 0; i < n; ++i) {
       const std::span<const float> row(logits.data() + i * V, size_t(V));
-      out.argmax.push_back(argmax(row));
+      const int32_t best = argmax(row);
+      float second = -INFINITY;
+      for (int64_t j = 0; j < V; ++j)
+        if (j != best) second = std::max(second, row[size_t(j)]);
+      out.argmax.push_back(best);
+      out.top2_margin.push_back(row[size_t(best)] - second);
       if (t0 + i == T - 1) std::copy(row.begin(), row.end(), out.last_logits.begin());
     }
   }

@@ -1,0 +1,182 @@
+// qwen3 bench: end-to-end prefill and decode timing on the GPU, on a real checkpoint (--model DIR) or on random
+// weights of a real Qwen3 size made on the device (--synthetic qwen3-8b). Reports what a decode step must read
+// (weights + KV cache), the effective bandwidth and its share of the measured peak (bench/results/peaks-*.json).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/common.h"
+#include "core/error.h"
+#ifdef QWEN3_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
+
+namespace qwen3::cli {
+#ifdef QWEN3_HAVE_CUDA
+namespace {
+
+constexpr double kDefaultPeakGBs = 4530.0;  // docs/gpu-machine.md: streaming read, 16-byte loads, 8 GB buffer
+
+// The newest bench/results/peaks-*.json (written by bench/measure_peaks) under the source tree, if any.
+double measured_read_peak(std::string& source) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(QWEN3_SOURCE_DIR) / "bench" / "results";
+  std::error_code ec;
+  fs::path newest;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("peaks-", 0) == 0 && entry.path().extension() == ".json" && name > newest.filename().string())
+      newest = entry.path();
+  }
+  if (!newest.empty()) {
+    try {
+      auto j = nlohmann::json::parse(read_text_file(newest));
+      if (j.contains("read_GB_s") && j["read_GB_s"].is_number()) {
+        source = newest.filename().string();
+        return j["read_GB_s"].get<double>();
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  source = "default (docs/gpu-machine.md)";
+  return kDefaultPeakGBs;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+#endif
+
+void register_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Time prefill and decode on the GPU (real checkpoint or synthetic weights)");
+  struct Options {
+    std::string model_dir, synthetic, path = "fast";
+    int64_t prompt_len = 128, gen = 128, batch = 1, context = 0, warmup = 16, repeat = 3;
+    uint64_t seed = 1;
+    double peak = 0;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* source = cmd->add_option_group("weights");
+  source->add_option("--model,-m", o->model_dir, "Hugging Face checkpoint directory");
+  source->add_option("--synthetic", o->synthetic, "Random weights of a Qwen3 size: qwen3-0.6b ... qwen3-32b");
+  source->require_option(1);
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens (random ids)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--gen", o->gen, "Decode steps timed")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch", o->batch, "Sequences decoded together")->check(CLI::Range(1, 8));
+  cmd->add_option("--path", o->path, "Kernel path: fast, cublas (cuBLAS GEMMs) or v0 (every op's baseline)")
+      ->check(CLI::IsMember({"fast", "cublas", "v0"}));
+  cmd->add_option("--ctx-size", o->context, "KV-cache positions (default: prompt + warm-up + gen)");
+  cmd->add_option("--warmup", o->warmup, "Untimed decode steps first")->check(CLI::Range(0, 1 << 16));
+  cmd->add_option("--repeat", o->repeat, "Prefill timings (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--seed", o->seed, "Seed of the synthetic weights and the prompt");
+  cmd->add_option("--peak-gb-s", o->peak, "Read bandwidth to report against (default: newest measure_peaks)");
+  cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->callback([o] {
+#ifndef QWEN3_HAVE_CUDA
+    throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
+#else
+    EngineOptions options = EngineOptions::preset(o->path);
+    options.max_batch = o->batch;
+    options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 1;
+    std::unique_ptr<Checkpoint> checkpoint;
+    std::unique_ptr<CudaEngine> engine;
+    std::string model_name;
+    const auto load_start = std::chrono::steady_clock::now();
+    if (!o->model_dir.empty()) {
+      checkpoint = Checkpoint::open(o->model_dir);
+      engine = std::make_unique<CudaEngine>(*checkpoint, options);
+      model_name = o->model_dir;
+    } else {
+      engine = std::make_unique<CudaEngine>(synthetic_qwen3_config(o->synthetic), o->seed, options);
+      model_name = o->synthetic + " (synthetic)";
+    }
+    const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+    const ModelConfig& c = engine->config();
+    if (o->prompt_len + o->warmup + o->gen > engine->context_length())
+      throw InputError("prompt + warm-up + gen exceed the context of " + std::to_string(engine->context_length()));
+
+    std::mt19937_64 rng(o->seed);
+    std::vector<int32_t> prompt(static_cast<size_t>(o->prompt_len));
+    for (auto& id : prompt) id = int32_t(rng() % uint64_t(c.vocab_size));
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    for (int64_t b = 0; b < o->batch; ++b) engine->set_sampling(b, greedy);
+
+    // Prefill: one untimed run, then the median of `repeat` (each from an empty cache).
+    std::vector<double> prefill_ms;
+    for (int64_t r = 0; r <= o->repeat; ++r) {
+      engine->reset_slot(0);
+      const auto t0 = std::chrono::steady_clock::now();
+      engine->prefill(0, prompt);  // synchronizes
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) prefill_ms.push_back(ms);
+    }
+    for (int64_t b = 1; b < o->batch; ++b) {
+      engine->reset_slot(b);
+      engine->prefill(b, prompt);
+    }
+    if (o->warmup > 0) engine->decode(o->batch, o->warmup);
+    double decode_ms = 0;
+    engine->decode(o->batch, o->gen, &decode_ms);
+
+    const double step_ms = decode_ms / double(o->gen);
+    const double mean_context = double(o->prompt_len + o->warmup) + double(o->gen + 1) / 2.0;
+    const double kv_bytes = 2.0 * double(c.num_layers * c.kv_dim()) * 2.0 * mean_context * double(o->batch);
+    const double bytes_per_step = double(engine->decode_weight_bytes()) + kv_bytes;
+    std::string peak_source;
+    const double peak = o->peak > 0 ? o->peak : measured_read_peak(peak_source);
+    if (o->peak > 0) peak_source = "--peak-gb-s";
+    const double effective = bytes_per_step / (step_ms * 1e-3) / 1e9;
+
+    nlohmann::ordered_json j;
+    j["model"] = model_name;
+    j["gpu"] = cuda_device_name();
+    j["path"] = o->path;
+    j["batch"] = o->batch;
+    j["prompt_len"] = o->prompt_len;
+    j["gen"] = o->gen;
+    j["context"] = engine->context_length();
+    j["prefill_ms"] = median(prefill_ms);
+    j["prefill_tok_s"] = double(o->prompt_len) / (median(prefill_ms) * 1e-3);
+    j["decode_ms_per_tok"] = step_ms;
+    j["decode_tok_s"] = double(o->batch) * 1e3 / step_ms;
+    j["decode_tok_s_per_sequence"] = 1e3 / step_ms;
+    j["bytes_per_token"] = bytes_per_step;  // per decode step (all sequences of the batch)
+    j["weight_bytes_per_token"] = engine->decode_weight_bytes();
+    j["kv_bytes_per_token"] = kv_bytes;
+    j["effective_GB_s"] = effective;
+    j["peak_GB_s"] = peak;
+    j["peak_source"] = peak_source;
+    j["pct_of_peak"] = 100.0 * effective / peak;
+    j["launches_per_step"] = engine->launches_per_decode_step();
+    j["cuda_graph"] = options.cuda_graph;
+    j["logits_hash"] = engine->last_logits_hash(0);
+    j["load_s"] = load_s;
+    if (o->json) {
+      std::cout << j.dump() << "\n";
+      return;
+    }
+    std::printf("%s on %s, path %s, batch %lld\n", model_name.c_str(), j["gpu"].get<std::string>().c_str(),
+                o->path.c_str(), (long long)o->batch);
+    std::printf("prefill %lld tokens: %.2f ms, %.0f tok/s\n", (long long)o->prompt_len, median(prefill_ms),
+                j["prefill_tok_s"].get<double>());
+    std::printf("decode: %.3f ms/step, %.1f tok/s (%.1f per sequence), context %.0f on average\n", step_ms,
+                j["decode_tok_s"].get<double>(), 1e3 / step_ms, mean_context);
+    std::printf("bytes per step: %.3f GB (weights %.3f + KV %.3f): %.0f GB/s = %.1f%% of %.0f GB/s (%s)\n",
+                bytes_per_step / 1e9, double(engine->decode_weight_bytes()) / 1e9, kv_bytes / 1e9, effective,
+                100.0 * effective / peak, peak, peak_source.c_str());
+    std::printf("launches per step: %lld%s; logits hash %016llx\n", (long long)engine->launches_per_decode_step(),
+                options.cuda_graph ? " (one CUDA graph)" : "", (unsigned long long)j["logits_hash"].get<uint64_t>());
+#endif
+  });
+}
+
+}  // namespace qwen3::cli

@@ -1,0 +1,828 @@
+#include "engine/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "engine/device_buffer.h"
+#include "kernels/common/check.h"
+#include "kernels/registry.h"
+#include "model/qwen3_weights.h"
+#include "model/rope.h"
+
+namespace qwen3 {
+
+using kernels::bf16;
+using kernels::KernelVersion;
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
+std::string cuda_device_name() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "unknown";
+  return prop.name;
+}
+
+EngineOptions EngineOptions::preset(const std::string& name) {
+  EngineOptions o;
+  if (name == "fast") return o;
+  if (name == "cublas") {
+    o.cublas_gemm = true;
+    return o;
+  }
+  if (name == "v0") {
+    o.decode_gemm = "v0_gemm_naive";
+    o.prefill_gemm = "v0_gemm_naive";
+    o.decode_attention = "v0_attention";
+    o.prefill_attention = "v0_attention";
+    o.rmsnorm = "v0_rmsnorm";
+    o.add_rmsnorm = "v0_add_rmsnorm";
+    o.fused = false;
+    o.cuda_graph = false;
+    return o;
+  }
+  throw InputError("unknown engine path '" + name + "' (expected fast, cublas or v0)");
+}
+
+ModelConfig synthetic_qwen3_config(const std::string& name) {
+  struct Size {
+    const char* name;
+    int64_t hidden, layers, heads, kv_heads, inter;
+    bool tied;
+  };
+  static const Size kSizes[] = {
+      {"qwen3-0.6b", 1024, 28, 16, 8, 3072, true},   {"qwen3-1.7b", 2048, 28, 16, 8, 6144, true},
+      {"qwen3-4b", 2560, 36, 32, 8, 9728, true},     {"qwen3-8b", 4096, 36, 32, 8, 12288, false},
+      {"qwen3-14b", 5120, 40, 40, 8, 17408, false},  {"qwen3-32b", 5120, 64, 64, 8, 25600, false},
+  };
+  std::string known;
+  for (const Size& s : kSizes) {
+    known += std::string(known.empty() ? "" : ", ") + s.name;
+    if (name != s.name) continue;
+    ModelConfig c;
+    c.architecture = "Qwen3ForCausalLM";
+    c.hidden_size = s.hidden;
+    c.intermediate_size = s.inter;
+    c.num_layers = s.layers;
+    c.num_heads = s.heads;
+    c.num_kv_heads = s.kv_heads;
+    c.head_dim = 128;
+    c.vocab_size = 151936;
+    c.max_position_embeddings = 40960;
+    c.rms_norm_eps = 1e-6;
+    c.rope.theta = 1e6;
+    c.tie_word_embeddings = s.tied;
+    c.eos_token_ids = {151645, 151643};
+    return c;
+  }
+  throw InputError("unknown synthetic model '" + name + "' (known: " + known + ")");
+}
+
+namespace {
+
+__device__ __forceinline__ uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// out[i] = offset + scale * u, u uniform in [-1, 1): random weights for synthetic benchmarks (never zeros).
+__global__ void fill_uniform_kernel(bf16* out, int64_t n, uint64_t seed, float scale, float offset) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float u = float(mix64(seed ^ (uint64_t(i) * 0xd1b54a32d192ed03ull)) >> 40) * (1.0f / 8388608.0f) - 1.0f;
+    out[i] = __float2bfloat16_rn(offset + scale * u);
+  }
+}
+
+// After sampling: the sampled token becomes the slot's next input; its position advances; penalties count it.
+__global__ void advance_kernel(const int32_t* __restrict__ sampled, int32_t* __restrict__ next_ids,
+                               int32_t* __restrict__ positions, int32_t* __restrict__ counts, int64_t batch,
+                               int64_t vocab) {
+  const int64_t b = threadIdx.x;
+  if (b >= batch) return;
+  const int32_t token = sampled[b];
+  next_ids[b] = token;
+  if (positions) positions[b] += 1;
+  counts[b * vocab + token] += 1;
+}
+
+constexpr size_t kAlign = 256;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+kernels::DeviceSampling to_device(const SamplingParams& p) {
+  kernels::DeviceSampling d{};
+  d.temperature = float(p.temperature);
+  d.top_k = int32_t(std::min<int64_t>(p.top_k, INT32_MAX));
+  d.top_p = float(p.top_p);
+  d.min_p = float(p.min_p);
+  d.repetition_penalty = float(p.repetition_penalty);
+  d.presence_penalty = float(p.presence_penalty);
+  d.frequency_penalty = float(p.frequency_penalty);
+  d.seed = p.seed;
+  return d;
+}
+
+struct LayerDevice {
+  bf16* input_norm;  // (hidden)
+  bf16* post_norm;   // (hidden)
+  bf16* q_norm;      // (head_dim)
+  bf16* k_norm;      // (head_dim)
+  bf16* wqkv;        // (q_dim + 2 * kv_dim, hidden): q_proj | k_proj | v_proj rows
+  bf16* wo;          // (hidden, q_dim)
+  bf16* w_gate_up;   // (2 * intermediate, hidden): gate_proj | up_proj rows
+  bf16* w_down;      // (hidden, intermediate)
+};
+
+}  // namespace
+
+struct CudaEngine::Impl {
+  cudaStream_t stream = nullptr;
+  int64_t* launch_counter = nullptr;
+
+  DeviceBuffer weights;
+  bf16* embed = nullptr;       // (vocab, hidden)
+  bf16* final_norm = nullptr;  // (hidden)
+  bf16* lm_head = nullptr;     // (vocab, hidden): embed when tied
+  std::vector<LayerDevice> layers;
+  int64_t decode_weight_bytes = 0;
+
+  DeviceBuffer k_cache, v_cache;  // (layers, slots, context, kv_heads, head_dim)
+  int64_t layer_cache_elems = 0;
+  DeviceBuffer inv_freq;          // (head_dim / 2) fp32
+  float attention_factor = 1.0f;
+
+  int64_t rows = 0;        // activation rows: max(prefill_chunk, max_batch)
+  int64_t logit_rows = 0;  // logits rows computed at once
+  DeviceBuffer h, x, qkv, q, k, v, attn, tmp, gate_up, act, logits;
+  DeviceBuffer prefill_ids, prefill_positions, prefill_slots;  // (rows) int32
+  DeviceBuffer next_ids, next_positions, decode_slots;         // (max_batch) int32: decode state per slot
+  DeviceBuffer sampling, greedy;                               // DeviceSampling (max_batch) / (logit_rows)
+  DeviceBuffer steps;                                          // (max_batch) u64 random-stream positions
+  DeviceBuffer sampled;                                        // (max(max_batch, logit_rows)) int32
+  DeviceBuffer counts;                                         // (max_batch, vocab) int32
+  DeviceBuffer in_prompt;                                      // (max_batch, vocab) uint8
+  DeviceBuffer attention_workspace;                            // split-KV partials
+  PinnedBuffer host_ints;                                      // staging for ids / positions / tokens
+  int64_t host_ints_capacity = 0;
+
+  const KernelVersion<kernels::GemmArgs>* decode_gemm = nullptr;
+  const KernelVersion<kernels::GemmArgs>* prefill_gemm = nullptr;
+  const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
+  const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
+  const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
+  const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
+  bool cublas = false;
+
+  std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (batch, context bucket) -> decode step
+  std::vector<SamplingParams> slot_params;
+  std::vector<bool> slot_has_penalties;
+
+  bool counting = false;  // set while a decode step is being issued, so launches_per_decode_step() is exact
+  void count() {
+    if (counting) ++*launch_counter;
+  }
+
+  void gemm(const bf16* xin, const bf16* w, bf16* y, int64_t m, int64_t n, int64_t kdim, int64_t ldy = 0) {
+    const kernels::GemmArgs a{xin, w, y, m, n, kdim, ldy};
+    if (cublas) {
+      kernels::launch_gemm_cublas(a, stream);
+    } else {
+      const bool decode_regime = m <= 8 && (!decode_gemm->supports || decode_gemm->supports(a));
+      (decode_regime ? decode_gemm : prefill_gemm)->launch(a, stream);
+    }
+    count();
+  }
+};
+
+void CudaEngine::prepare(const EngineOptions& options) {
+  const ModelConfig& c = config_;
+  if (c.head_dim != 64 && c.head_dim != 128)
+    throw InputError("the CUDA backend supports head_dim 64 or 128 (this model has " + std::to_string(c.head_dim) + ")");
+  if (c.hidden_size % 8 || c.intermediate_size % 8)
+    throw InputError("the CUDA backend needs hidden_size and intermediate_size to be multiples of 8");
+  if (c.gqa_group() > 8) throw InputError("the CUDA backend supports at most 8 query heads per kv head");
+  if (cuda_device_count() == 0) throw InputError("no CUDA device is available");
+  options_ = options;
+  if (options_.max_batch < 1 || options_.max_batch > 8) throw InputError("max batch must be in [1, 8]");
+  context_ = options_.context > 0 ? std::min(options_.context, c.max_position_embeddings)
+                                  : std::min<int64_t>(c.max_position_embeddings, 16384);
+  lengths_.assign(size_t(options_.max_batch), 0);
+
+  impl_ = std::make_unique<Impl>();
+  Impl& m = *impl_;
+  m.launch_counter = &launches_per_step_;
+  m.slot_params.assign(size_t(options_.max_batch), SamplingParams{});
+  m.slot_has_penalties.assign(size_t(options_.max_batch), false);
+}
+
+void CudaEngine::init() {
+  const ModelConfig& c = config_;
+  Impl& m = *impl_;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+  m.cublas = options_.cublas_gemm;
+  m.decode_gemm = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm);
+  m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
+  m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
+  m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);
+  m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
+  m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
+
+  const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
+  const int64_t B = options_.max_batch;
+  m.rows = std::max(options_.prefill_chunk, B);
+  m.logit_rows = std::max<int64_t>(64, B);
+
+  // KV cache and activations; the weights were allocated by the constructor.
+  m.layer_cache_elems = B * context_ * KVD;
+  const size_t cache_bytes = size_t(c.num_layers * m.layer_cache_elems) * sizeof(bf16);
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t activation_bytes =
+      size_t(m.rows) * (3 * H + 2 * (QD + 2 * KVD) + QD + 3 * I) * 2 + size_t(m.logit_rows) * V * 2;
+  if (2 * cache_bytes + activation_bytes > free_bytes)
+    throw InputError("the KV cache (" + std::to_string(2 * cache_bytes >> 20) + " MiB for " +
+                     std::to_string(context_) + " positions x " + std::to_string(B) + " slots) and activations (" +
+                     std::to_string(activation_bytes >> 20) + " MiB) do not fit in the " +
+                     std::to_string(free_bytes >> 20) + " MiB left on the GPU: lower --ctx-size");
+  m.k_cache = DeviceBuffer(cache_bytes);
+  m.v_cache = DeviceBuffer(cache_bytes);
+  auto bf16_buffer = [](int64_t elems) { return DeviceBuffer(size_t(elems) * sizeof(bf16)); };
+  m.h = bf16_buffer(m.rows * H);
+  m.x = bf16_buffer(m.rows * H);
+  m.tmp = bf16_buffer(m.rows * H);
+  m.qkv = bf16_buffer(m.rows * (QD + 2 * KVD));
+  m.q = bf16_buffer(m.rows * QD);
+  m.k = bf16_buffer(m.rows * KVD);
+  m.v = bf16_buffer(m.rows * KVD);
+  m.attn = bf16_buffer(m.rows * QD);
+  m.gate_up = bf16_buffer(m.rows * 2 * I);
+  m.act = bf16_buffer(m.rows * I);
+  m.logits = bf16_buffer(m.logit_rows * V);
+  m.prefill_ids = DeviceBuffer(size_t(m.rows) * 4);
+  m.prefill_positions = DeviceBuffer(size_t(m.rows) * 4);
+  m.prefill_slots = DeviceBuffer(size_t(m.rows) * 4);
+  m.next_ids = DeviceBuffer(size_t(B) * 4);
+  m.next_positions = DeviceBuffer(size_t(B) * 4);
+  m.decode_slots = DeviceBuffer(size_t(B) * 4);
+  m.sampling = DeviceBuffer(size_t(B) * sizeof(kernels::DeviceSampling));
+  m.greedy = DeviceBuffer(size_t(m.logit_rows) * sizeof(kernels::DeviceSampling));
+  m.steps = DeviceBuffer(size_t(B) * 8);
+  m.sampled = DeviceBuffer(size_t(std::max(B, m.logit_rows)) * 4);
+  m.counts = DeviceBuffer(size_t(B * V) * 4);
+  m.in_prompt = DeviceBuffer(size_t(B * V));
+  m.attention_workspace =
+      DeviceBuffer(size_t(kernels::attention_workspace_floats(B, c.num_heads, c.head_dim, context_)) * 4);
+  m.host_ints_capacity = std::max(m.rows, m.logit_rows) * 2;
+  m.host_ints = PinnedBuffer(size_t(m.host_ints_capacity) * 4);
+
+  const RopeTable rope = make_rope_table(c);
+  m.inv_freq = DeviceBuffer(rope.inv_freq.size() * sizeof(float));
+  CUDA_CHECK(cudaMemcpy(m.inv_freq.as<float>(), rope.inv_freq.data(), rope.inv_freq.size() * 4, cudaMemcpyHostToDevice));
+  m.attention_factor = rope.attention_factor;
+
+  std::vector<int32_t> slot_ids(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) slot_ids[size_t(b)] = int32_t(b);
+  CUDA_CHECK(cudaMemcpy(m.decode_slots.as<int32_t>(), slot_ids.data(), size_t(B) * 4, cudaMemcpyHostToDevice));
+  std::vector<kernels::DeviceSampling> greedy(size_t(m.logit_rows), to_device(SamplingParams{0.0}));
+  for (auto& g : greedy) g.temperature = 0.0f;
+  CUDA_CHECK(cudaMemcpy(m.greedy.as<void>(), greedy.data(), greedy.size() * sizeof(greedy[0]), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(m.counts.as<void>(), 0, m.counts.bytes()));
+  CUDA_CHECK(cudaMemset(m.in_prompt.as<void>(), 0, m.in_prompt.bytes()));
+  CUDA_CHECK(cudaMemset(m.next_ids.as<void>(), 0, m.next_ids.bytes()));
+  CUDA_CHECK(cudaMemset(m.next_positions.as<void>(), 0, m.next_positions.bytes()));
+  for (int64_t b = 0; b < B; ++b) set_sampling(b, SamplingParams{});
+
+  m.decode_weight_bytes = 0;
+  const int64_t per_layer = (QD + 2 * KVD) * H + H * QD + 2 * I * H + H * I + 2 * H + 2 * c.head_dim;
+  m.decode_weight_bytes = (c.num_layers * per_layer + H + V * H) * int64_t(sizeof(bf16));
+
+  // One eager decode step on dummy state: loads every kernel module and runs one-time setup (shared-memory
+  // attributes, cuBLAS handles) outside any graph capture. Slot 0 position 0 of the cache gets overwritten later.
+  run_decode_step(1, 0);
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  CUDA_CHECK(cudaMemset(m.counts.as<void>(), 0, m.counts.bytes()));
+  CUDA_CHECK(cudaMemset(m.next_positions.as<void>(), 0, m.next_positions.bytes()));
+  CUDA_CHECK(cudaMemset(m.steps.as<void>(), 0, m.steps.bytes()));
+}
+
+namespace {
+
+// Device layout of all weights: one allocation, every tensor 256-byte aligned.
+struct WeightLayout {
+  size_t embed = 0, final_norm = 0, lm_head = 0, total = 0;
+  struct Layer {
+    size_t input_norm, post_norm, q_norm, k_norm, wqkv, wo, w_gate_up, w_down;
+  };
+  std::vector<Layer> layers;
+};
+
+WeightLayout plan_weights(const ModelConfig& c) {
+  const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
+  WeightLayout w;
+  size_t offset = 0;
+  auto take = [&](int64_t elems) {
+    const size_t at = offset;
+    offset += align_up(size_t(elems) * sizeof(bf16));
+    return at;
+  };
+  w.embed = take(V * H);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    WeightLayout::Layer L{};
+    L.input_norm = take(H);
+    L.post_norm = take(H);
+    L.q_norm = take(c.head_dim);
+    L.k_norm = take(c.head_dim);
+    L.wqkv = take((QD + 2 * KVD) * H);
+    L.wo = take(H * QD);
+    L.w_gate_up = take(2 * I * H);
+    L.w_down = take(H * I);
+    w.layers.push_back(L);
+  }
+  w.final_norm = take(H);
+  w.lm_head = c.tie_word_embeddings ? w.embed : take(V * H);
+  w.total = offset;
+  return w;
+}
+
+void bind_layout(const WeightLayout& layout, const DeviceBuffer& buffer, bf16*& embed, bf16*& final_norm,
+                 bf16*& lm_head, std::vector<LayerDevice>& layers) {
+  auto* base = buffer.as<unsigned char>();
+  auto at = [&](size_t offset) { return reinterpret_cast<bf16*>(base + offset); };
+  embed = at(layout.embed);
+  final_norm = at(layout.final_norm);
+  lm_head = at(layout.lm_head);
+  layers.clear();
+  for (const auto& L : layout.layers)
+    layers.push_back({at(L.input_norm), at(L.post_norm), at(L.q_norm), at(L.k_norm), at(L.wqkv), at(L.wo),
+                      at(L.w_gate_up), at(L.w_down)});
+}
+
+DeviceBuffer allocate_weights(size_t bytes) {
+  size_t free_bytes = 0, total_bytes = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (bytes > free_bytes)
+    throw InputError("the model's weights need " + std::to_string(bytes >> 20) + " MiB of GPU memory but only " +
+                     std::to_string(free_bytes >> 20) + " MiB are free");
+  return DeviceBuffer(bytes);
+}
+
+// Copies one checkpoint tensor into device memory as bf16 (converting F16/F32 on the host).
+void upload_tensor(const TensorView& t, bf16* dst) {
+  const size_t n = size_t(t.numel());
+  if (t.dtype == DType::BF16) {
+    CUDA_CHECK(cudaMemcpy(dst, t.data, n * 2, cudaMemcpyHostToDevice));
+    return;
+  }
+  std::vector<uint16_t> converted(n);
+  const auto* f16 = static_cast<const uint16_t*>(t.data);
+  const auto* f32 = static_cast<const float*>(t.data);
+  for (size_t i = 0; i < n; ++i) converted[i] = f32_to_bf16(t.dtype == DType::F16 ? f16_to_f32(f16[i]) : f32[i]);
+  CUDA_CHECK(cudaMemcpy(dst, converted.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+}  // namespace
+
+CudaEngine::CudaEngine(const Checkpoint& checkpoint, const EngineOptions& options) : config_(checkpoint.config()) {
+  prepare(options);
+  const Qwen3Weights w = bind_qwen3_weights(checkpoint);
+  Impl& m = *impl_;
+  const WeightLayout layout = plan_weights(config_);
+  m.weights = allocate_weights(layout.total);
+  bind_layout(layout, m.weights, m.embed, m.final_norm, m.lm_head, m.layers);
+  const int64_t H = config_.hidden_size, QD = config_.q_dim(), KVD = config_.kv_dim(), I = config_.intermediate_size;
+  upload_tensor(w.embed, m.embed);
+  upload_tensor(w.final_norm, m.final_norm);
+  if (!config_.tie_word_embeddings) upload_tensor(w.lm_head, m.lm_head);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const LayerWeights& src = w.layers[l];
+    const LayerDevice& dst = m.layers[l];
+    upload_tensor(src.input_norm, dst.input_norm);
+    upload_tensor(src.post_norm, dst.post_norm);
+    upload_tensor(src.q_norm, dst.q_norm);
+    upload_tensor(src.k_norm, dst.k_norm);
+    upload_tensor(src.q_proj, dst.wqkv);
+    upload_tensor(src.k_proj, dst.wqkv + QD * H);
+    upload_tensor(src.v_proj, dst.wqkv + (QD + KVD) * H);
+    upload_tensor(src.o_proj, dst.wo);
+    upload_tensor(src.gate_proj, dst.w_gate_up);
+    upload_tensor(src.up_proj, dst.w_gate_up + I * H);
+    upload_tensor(src.down_proj, dst.w_down);
+  }
+  init();
+}
+
+CudaEngine::CudaEngine(const ModelConfig& config, uint64_t seed, const EngineOptions& options) : config_(config) {
+  prepare(options);
+  Impl& m = *impl_;
+  const WeightLayout layout = plan_weights(config_);
+  m.weights = allocate_weights(layout.total);
+  bind_layout(layout, m.weights, m.embed, m.final_norm, m.lm_head, m.layers);
+  const int64_t H = config_.hidden_size, QD = config_.q_dim(), KVD = config_.kv_dim(), I = config_.intermediate_size;
+  const int64_t V = config_.vocab_size;
+  uint64_t stream_id = seed * 1000003;
+  auto fill = [&](bf16* p, int64_t n, float scale, float offset) {
+    fill_uniform_kernel<<<1024, 256, 0, m.stream>>>(p, n, ++stream_id, scale, offset);
+    CUDA_CHECK_LAUNCH();
+  };
+  // Uniform with the variance of tests/gen_golden.py's recipe: unit-variance linear outputs, norms in [0.5, 1.5).
+  const float kSqrt3 = 1.7320508f;
+  fill(m.embed, V * H, kSqrt3, 0.0f);
+  fill(m.final_norm, H, 0.5f, 1.0f);
+  if (!config_.tie_word_embeddings) fill(m.lm_head, V * H, kSqrt3 * 2.5f / std::sqrt(float(H)), 0.0f);
+  for (const LayerDevice& L : m.layers) {
+    fill(L.input_norm, H, 0.5f, 1.0f);
+    fill(L.post_norm, H, 0.5f, 1.0f);
+    fill(L.q_norm, config_.head_dim, 0.5f, 1.0f);
+    fill(L.k_norm, config_.head_dim, 0.5f, 1.0f);
+    fill(L.wqkv, (QD + 2 * KVD) * H, kSqrt3 / std::sqrt(float(H)), 0.0f);
+    fill(L.wo, H * QD, kSqrt3 / std::sqrt(float(QD)), 0.0f);
+    fill(L.w_gate_up, 2 * I * H, kSqrt3 / std::sqrt(float(H)), 0.0f);
+    fill(L.w_down, H * I, kSqrt3 / std::sqrt(float(I)), 0.0f);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  init();
+}
+
+CudaEngine::~CudaEngine() {
+  if (!impl_) return;
+  for (auto& [key, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+}
+
+namespace {
+
+// The layers of the forward pass for `rows` tokens whose ids/positions/slots are already on the device, read as
+// a flat list of launches. On return x holds the final-normed hidden states (rows, hidden).
+void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& o, int64_t rows,
+                const int32_t* positions, const int32_t* slots, int64_t context, int64_t max_position, bool decode) {
+  const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, D = c.head_dim;
+  const float eps = float(c.rms_norm_eps);
+  bf16* h = m.h.as<bf16>();
+  bf16* x = m.x.as<bf16>();
+  bf16* q = m.q.as<bf16>();
+  bf16* attn = m.attn.as<bf16>();
+  bf16* tmp = m.tmp.as<bf16>();
+  bf16* gate_up = m.gate_up.as<bf16>();
+  bf16* act = m.act.as<bf16>();
+  const cudaStream_t s = m.stream;
+  auto rmsnorm = [&](const bf16* in, const bf16* w, bf16* out, int64_t n_rows, int64_t n) {
+    m.rmsnorm->launch({in, w, out, n_rows, n, eps}, s);
+    m.count();
+  };
+  auto add_rmsnorm = [&](const bf16* w) {
+    m.add_rmsnorm->launch({h, tmp, w, x, rows, H, eps}, s);
+    m.count();
+  };
+  const kernels::KernelVersion<kernels::AttentionArgs>* attention =
+      decode ? m.decode_attention : m.prefill_attention;
+  kernels::AttentionArgs attention_args{q, nullptr, nullptr, attn, positions, slots, rows, c.num_heads,
+                                        c.num_kv_heads, D, context, max_position, 1.0f / std::sqrt(float(D)),
+                                        m.attention_workspace.as<float>()};
+  if (attention->supports && !attention->supports(attention_args)) attention = m.prefill_attention;
+
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const LayerDevice& L = m.layers[l];
+    bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+    bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+    if (o.fused) {
+      if (l == 0) rmsnorm(h, L.input_norm, x, rows, H);  // later layers: the previous add_rmsnorm did it
+      m.gemm(x, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H);
+      kernels::qk_norm_rope_cache_versions()[0].launch(
+          {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
+           m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
+          s);
+      m.count();
+    } else {
+      bf16* k = m.k.as<bf16>();
+      bf16* v = m.v.as<bf16>();
+      rmsnorm(h, L.input_norm, x, rows, H);
+      m.gemm(x, L.wqkv, q, rows, QD, H);
+      m.gemm(x, L.wqkv + QD * H, k, rows, KVD, H);
+      m.gemm(x, L.wqkv + (QD + KVD) * H, v, rows, KVD, H);
+      rmsnorm(q, L.q_norm, q, rows * c.num_heads, D);
+      rmsnorm(k, L.k_norm, k, rows * c.num_kv_heads, D);
+      kernels::rope_versions()[0].launch(
+          {q, k, positions, m.inv_freq.as<float>(), m.attention_factor, rows, c.num_heads, c.num_kv_heads, D}, s);
+      m.count();
+      kernels::kv_write_versions()[0].launch(
+          {k, v, k_cache, v_cache, positions, slots, rows, c.num_kv_heads, D, context, KVD, KVD}, s);
+      m.count();
+    }
+    attention_args.k_cache = k_cache;
+    attention_args.v_cache = v_cache;
+    attention->launch(attention_args, s);
+    m.count();
+    m.gemm(attn, L.wo, tmp, rows, H, QD);
+    if (o.fused) {
+      add_rmsnorm(L.post_norm);
+      m.gemm(x, L.w_gate_up, gate_up, rows, 2 * I, H);
+    } else {
+      kernels::add_versions()[0].launch({h, tmp, rows * H}, s);
+      m.count();
+      rmsnorm(h, L.post_norm, x, rows, H);
+      m.gemm(x, L.w_gate_up, gate_up, rows, I, H, 2 * I);
+      m.gemm(x, L.w_gate_up + I * H, gate_up + I, rows, I, H, 2 * I);
+    }
+    kernels::silu_mul_versions()[0].launch({gate_up, act, rows, I}, s);
+    m.count();
+    m.gemm(act, L.w_down, tmp, rows, H, I);
+    if (o.fused) {
+      add_rmsnorm(l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm);
+    } else {
+      kernels::add_versions()[0].launch({h, tmp, rows * H}, s);
+      m.count();
+    }
+  }
+  if (!o.fused) rmsnorm(h, m.final_norm, x, rows, H);
+}
+
+uint64_t fnv1a(const uint16_t* data, size_t n) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) {
+    hash = (hash ^ (data[i] & 0xff)) * 0x100000001b3ull;
+    hash = (hash ^ (data[i] >> 8)) * 0x100000001b3ull;
+  }
+  return hash;
+}
+
+}  // namespace
+
+void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const int64_t V = c.vocab_size;
+  launches_per_step_ = 0;
+  m.counting = true;
+  kernels::embedding_versions()[0].launch({m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size},
+                                          m.stream);
+  m.count();
+  run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
+             max_position, /*decode=*/true);
+  m.gemm(m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
+  kernels::sample_versions()[0].launch(
+      {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
+       m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
+      m.stream);
+  m.count();
+  advance_kernel<<<1, 32, 0, m.stream>>>(m.sampled.as<int32_t>(), m.next_ids.as<int32_t>(),
+                                         m.next_positions.as<int32_t>(), m.counts.as<int32_t>(), batch, V);
+  CUDA_CHECK_LAUNCH();
+  m.count();
+  m.counting = false;
+}
+
+void CudaEngine::set_sampling(int64_t slot, const SamplingParams& params) {
+  Impl& m = *impl_;
+  validate_sampling_params(params);
+  const kernels::DeviceSampling d = to_device(params);
+  CUDA_CHECK(cudaMemcpy(m.sampling.as<kernels::DeviceSampling>() + slot, &d, sizeof(d), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemset(m.steps.as<uint64_t>() + slot, 0, 8));
+  m.slot_params[size_t(slot)] = params;
+  m.slot_has_penalties[size_t(slot)] = params.has_penalties();
+}
+
+void CudaEngine::reset_slot(int64_t slot) {
+  Impl& m = *impl_;
+  lengths_[size_t(slot)] = 0;
+  const int64_t V = config_.vocab_size;
+  CUDA_CHECK(cudaMemsetAsync(m.counts.as<int32_t>() + slot * V, 0, size_t(V) * 4, m.stream));
+  CUDA_CHECK(cudaMemsetAsync(m.in_prompt.as<uint8_t>() + slot * V, 0, size_t(V), m.stream));
+}
+
+void CudaEngine::truncate(int64_t n) {
+  if (n <= 0) {
+    reset_slot(0);
+    return;
+  }
+  lengths_[0] = std::min(lengths_[0], n);
+}
+
+namespace {
+
+// Runs `tokens` through the layers on `slot` starting at position `pos0`, a chunk at a time; after each chunk
+// calls on_chunk(first_token_index, rows) while x holds that chunk's final-normed hidden states.
+template <class OnChunk>
+void prefill_chunks(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& o, int64_t context, int64_t slot,
+                    int64_t pos0, std::span<const int32_t> tokens, OnChunk&& on_chunk) {
+  const int64_t T = int64_t(tokens.size());
+  for (int64_t first = 0; first < T; first += m.rows) {
+    const int64_t n = std::min(m.rows, T - first);
+    int32_t* staging = m.host_ints.as<int32_t>();
+    // The pinned staging buffer is reused per chunk: wait for the previous chunk's copies first.
+    CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    std::vector<int32_t> positions(static_cast<size_t>(n)), slots(static_cast<size_t>(n), int32_t(slot));
+    for (int64_t i = 0; i < n; ++i) positions[size_t(i)] = int32_t(pos0 + first + i);
+    std::memcpy(staging, tokens.data() + first, size_t(n) * 4);
+    CUDA_CHECK(cudaMemcpyAsync(m.prefill_ids.as<int32_t>(), staging, size_t(n) * 4, cudaMemcpyHostToDevice, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(m.prefill_positions.as<int32_t>(), positions.data(), size_t(n) * 4,
+                               cudaMemcpyHostToDevice, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(m.prefill_slots.as<int32_t>(), slots.data(), size_t(n) * 4, cudaMemcpyHostToDevice,
+                               m.stream));
+    kernels::embedding_versions()[0].launch({m.prefill_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), n, c.hidden_size},
+                                            m.stream);
+    run_layers(m, c, o, n, m.prefill_positions.as<int32_t>(), m.prefill_slots.as<int32_t>(), context,
+               pos0 + first + n - 1, /*decode=*/false);
+    on_chunk(first, n);
+    CUDA_CHECK(cudaStreamSynchronize(m.stream));  // the host vectors above are read by the copies
+  }
+}
+
+}  // namespace
+
+int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
+  if (slot < 0 || slot >= options_.max_batch) throw InputError("prefill: slot out of range");
+  if (T == 0) throw InputError("prefill: no tokens");
+  const int64_t pos0 = lengths_[size_t(slot)];
+  if (pos0 + T > context_)
+    throw InputError("prefill: " + std::to_string(pos0 + T) + " positions exceed the context of " +
+                     std::to_string(context_));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= V) throw InputError("token id " + std::to_string(id) + " is out of range");
+  if (m.slot_has_penalties[size_t(slot)]) {  // the prompt's tokens for the repetition penalty
+    std::vector<uint8_t> flags(size_t(V), 0);
+    if (pos0 > 0)
+      CUDA_CHECK(cudaMemcpy(flags.data(), m.in_prompt.as<uint8_t>() + slot * V, size_t(V), cudaMemcpyDeviceToHost));
+    for (int32_t id : tokens) flags[size_t(id)] = 1;
+    CUDA_CHECK(cudaMemcpyAsync(m.in_prompt.as<uint8_t>() + slot * V, flags.data(), size_t(V), cudaMemcpyHostToDevice,
+                               m.stream));
+    CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  }
+  bf16* logits_row = m.logits.as<bf16>() + slot * V;
+  prefill_chunks(m, c, options_, context_, slot, pos0, tokens, [&](int64_t first, int64_t n) {
+    if (first + n < T) return;
+    m.gemm(m.x.as<bf16>() + (n - 1) * H, m.lm_head, logits_row, 1, V, H);
+  });
+  lengths_[size_t(slot)] = pos0 + T;
+  // Sample the first new token and stage it, with its position, as the slot's next decode input.
+  kernels::sample_versions()[0].launch(
+      {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
+       m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot, m.sampled.as<int32_t>() + slot, 1, V,
+       nullptr},
+      m.stream);
+  advance_kernel<<<1, 32, 0, m.stream>>>(m.sampled.as<int32_t>() + slot, m.next_ids.as<int32_t>() + slot, nullptr,
+                                         m.counts.as<int32_t>() + slot * V, 1, V);
+  CUDA_CHECK_LAUNCH();
+  int32_t* staging = m.host_ints.as<int32_t>();
+  staging[0] = int32_t(lengths_[size_t(slot)]);
+  CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>() + slot, staging, 4, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(staging + 1, m.sampled.as<int32_t>() + slot, 4, cudaMemcpyDeviceToHost, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return staging[1];
+}
+
+std::vector<int32_t> CudaEngine::decode(int64_t batch, int64_t steps, double* elapsed_ms) {
+  Impl& m = *impl_;
+  if (batch < 1 || batch > options_.max_batch) throw InputError("decode: batch out of range");
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    if (lengths_[size_t(b)] == 0) throw InputError("decode: slot " + std::to_string(b) + " was never prefilled");
+    longest = std::max(longest, lengths_[size_t(b)]);
+  }
+  if (longest + steps > context_)
+    throw InputError("decode: " + std::to_string(longest + steps) + " positions exceed the context of " +
+                     std::to_string(context_));
+  // Split-KV grids are sized for a power-of-two bucket of the longest context, so one captured graph serves
+  // every step until the bucket is outgrown.
+  int64_t bucket = 256;
+  while (bucket < longest + steps) bucket *= 2;
+  bucket = std::min(bucket, context_);
+  std::vector<int32_t> tokens(size_t(batch * steps));
+  if (m.host_ints_capacity < batch * steps) {
+    m.host_ints = PinnedBuffer(size_t(batch * steps) * 4);
+    m.host_ints_capacity = batch * steps;
+  }
+  int32_t* staging = m.host_ints.as<int32_t>();
+  cudaGraphExec_t exec = nullptr;
+  if (options_.cuda_graph) {
+    auto key = std::make_pair(batch, bucket);
+    auto it = m.graphs.find(key);
+    if (it == m.graphs.end()) {
+      cudaGraph_t graph;
+      CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
+      run_decode_step(batch, bucket - 1);
+      CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
+      CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      CUDA_CHECK(cudaGraphDestroy(graph));
+      it = m.graphs.emplace(key, exec).first;
+    }
+    exec = it->second;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (elapsed_ms) {
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, m.stream));
+  }
+  for (int64_t step = 0; step < steps; ++step) {
+    if (exec) {
+      CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
+    } else {
+      run_decode_step(batch, bucket - 1);
+    }
+    CUDA_CHECK(cudaMemcpyAsync(staging + step * batch, m.sampled.as<int32_t>(), size_t(batch) * 4,
+                               cudaMemcpyDeviceToHost, m.stream));
+  }
+  if (elapsed_ms) CUDA_CHECK(cudaEventRecord(stop, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  if (elapsed_ms) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    *elapsed_ms = ms;
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  std::memcpy(tokens.data(), staging, tokens.size() * 4);
+  for (int64_t b = 0; b < batch; ++b) lengths_[size_t(b)] += steps;
+  return tokens;
+}
+
+void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_position, ForwardOutput& out) {
+  Impl& m = *impl_;
+  const ModelConfig& c = config_;
+  const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
+  const int64_t pos0 = lengths_[0];
+  if (T == 0) throw InputError("forward: no tokens");
+  if (pos0 + T > context_)
+    throw InputError("forward: " + std::to_string(pos0 + T) + " positions exceed the context of " +
+                     std::to_string(context_));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= V) throw InputError("token id " + std::to_string(id) + " is out of range");
+  out.argmax.assign(size_t(T), 0);
+  std::vector<uint16_t> last(static_cast<size_t>(V));
+  prefill_chunks(m, c, options_, context_, 0, pos0, tokens, [&](int64_t first, int64_t n) {
+    const int64_t begin = want_argmax_per_position ? 0 : n - 1;
+    for (int64_t r0 = begin; r0 < n; r0 += m.logit_rows) {
+      const int64_t rows = std::min(m.logit_rows, n - r0);
+      m.gemm(m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
+      if (want_argmax_per_position) {
+        kernels::sample_versions()[0].launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
+                                              nullptr, m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,
+                                              nullptr},
+                                             m.stream);
+        CUDA_CHECK(cudaMemcpyAsync(out.argmax.data() + first + r0, m.sampled.as<int32_t>(), size_t(rows) * 4,
+                                   cudaMemcpyDeviceToHost, m.stream));
+      }
+      if (first + r0 + rows == T)
+        CUDA_CHECK(cudaMemcpyAsync(last.data(), m.logits.as<bf16>() + (rows - 1) * V, size_t(V) * 2,
+                                   cudaMemcpyDeviceToHost, m.stream));
+      CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    }
+  });
+  lengths_[0] = pos0 + T;
+  out.last_logits.resize(size_t(V));
+  for (int64_t i = 0; i < V; ++i) out.last_logits[size_t(i)] = bf16_to_f32(last[size_t(i)]);
+  if (!want_argmax_per_position) out.argmax.clear();
+}
+
+int32_t CudaEngine::forward_and_sample(std::span<const int32_t> tokens, Sampler& sampler) {
+  Impl& m = *impl_;
+  const SamplingParams& p = sampler.params();
+  const SamplingParams& current = m.slot_params[0];
+  if (p.temperature != current.temperature || p.top_k != current.top_k || p.top_p != current.top_p ||
+      p.min_p != current.min_p || p.repetition_penalty != current.repetition_penalty ||
+      p.presence_penalty != current.presence_penalty || p.frequency_penalty != current.frequency_penalty ||
+      p.seed != current.seed)
+    set_sampling(0, p);
+  if (tokens.size() == 1 && lengths_[0] > 0) {
+    // Decode: the caller feeds back the token it was given; stage it (and its position) explicitly so any
+    // token sequence works, then run one (graph-captured) step.
+    int32_t* staging = m.host_ints.as<int32_t>();
+    staging[0] = tokens[0];
+    staging[1] = int32_t(lengths_[0]);
+    if (tokens[0] < 0 || tokens[0] >= config_.vocab_size) throw InputError("token id out of range");
+    CUDA_CHECK(cudaMemcpyAsync(m.next_ids.as<int32_t>(), staging, 4, cudaMemcpyHostToDevice, m.stream));
+    CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>(), staging + 1, 4, cudaMemcpyHostToDevice, m.stream));
+    return decode(1, 1)[0];
+  }
+  return prefill(0, tokens);
+}
+
+int64_t CudaEngine::decode_weight_bytes() const { return impl_->decode_weight_bytes; }
+
+uint64_t CudaEngine::last_logits_hash(int64_t row) const {
+  const int64_t V = config_.vocab_size;
+  std::vector<uint16_t> host(static_cast<size_t>(V));
+  CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  CUDA_CHECK(cudaMemcpy(host.data(), impl_->logits.as<bf16>() + row * V, size_t(V) * 2, cudaMemcpyDeviceToHost));
+  return fnv1a(host.data(), host.size());
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const Checkpoint& checkpoint, int64_t context) {
+  EngineOptions options;
+  options.context = context;
+  return std::make_unique<CudaEngine>(checkpoint, options);
+}
+
+}  // namespace qwen3

@@ -1,0 +1,98 @@
+// The CUDA engine: a Qwen3 forward pass on hand-written kernels (kernels/), bf16 weights and activations on the
+// device, a pre-allocated KV cache with several sequence slots, sampling on the device, and the decode step
+// captured in a CUDA graph per batch size. Implements Backend (slot 0) for the CLI and tests, plus a batched API
+// for benchmarks and the server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "io/checkpoint.h"
+#include "model/backend.h"
+#include "model/sampler.h"
+
+namespace qwen3 {
+
+int cuda_device_count();
+std::string cuda_device_name();
+
+// Which kernel versions and fusions the engine runs. Presets name the paths the benchmarks compare.
+struct EngineOptions {
+  std::string decode_gemm = "v2_gemv_stream";      // GEMMs with <= 8 rows (decode)
+  std::string prefill_gemm = "v3_gemm_mma";        // GEMMs with more rows (prefill)
+  bool cublas_gemm = false;                        // every GEMM through cuBLAS instead (the baseline path)
+  std::string decode_attention = "v1_flash_decode";
+  std::string prefill_attention = "v0_attention";
+  std::string rmsnorm = "v1_rmsnorm_vec";
+  std::string add_rmsnorm = "v1_add_rmsnorm_vec";
+  bool fused = true;       // fused QKV and gate|up GEMMs, one QK-norm+RoPE+cache kernel, residual add in the norm
+  bool cuda_graph = true;  // capture the decode step once per batch size (and context bucket) and replay it
+  int64_t context = 0;     // KV-cache positions per slot; 0 = min(max_position_embeddings, 16384)
+  int64_t max_batch = 1;   // sequence slots (decode batch size)
+  int64_t prefill_chunk = 2048;
+
+  // "fast" (the defaults), "v0" (every op's v0, unfused, no graph), "cublas" (fast with cuBLAS GEMMs).
+  static EngineOptions preset(const std::string& name);
+};
+
+class CudaEngine final : public Backend {
+ public:
+  // Weights from a checkpoint (validated by bind_qwen3_weights). The checkpoint may be closed afterwards.
+  CudaEngine(const Checkpoint& checkpoint, const EngineOptions& options);
+  // Random weights of the given shape, made on the device in seconds (benchmarks at real sizes, no download).
+  CudaEngine(const ModelConfig& config, uint64_t seed, const EngineOptions& options);
+  ~CudaEngine() override;
+
+  // Backend, on slot 0.
+  std::string name() const override { return "cuda"; }
+  const ModelConfig& config() const override { return config_; }
+  int64_t context_length() const override { return context_; }
+  int64_t length() const override { return lengths_[0]; }
+  void truncate(int64_t n) override;
+  void forward(std::span<const int32_t> tokens, bool want_argmax_per_position, ForwardOutput& out) override;
+  int32_t forward_and_sample(std::span<const int32_t> tokens, Sampler& sampler) override;
+
+  // Batched API. Slots are independent sequences.
+  int64_t max_batch() const { return options_.max_batch; }
+  int64_t slot_length(int64_t slot) const { return lengths_[size_t(slot)]; }
+  void set_sampling(int64_t slot, const SamplingParams& params);
+  void reset_slot(int64_t slot);
+  // Runs tokens on `slot` after its cached positions, samples the next token and stages it as the slot's next
+  // input. Returns the sampled token.
+  int32_t prefill(int64_t slot, std::span<const int32_t> tokens);
+  // `steps` decode steps for slots [0, batch) back to back with no host round trip (each step feeds the tokens it
+  // sampled to the next). Returns the sampled tokens, (steps, batch) row-major. PRECOND: every slot was prefilled.
+  // elapsed_ms, when given, receives the GPU time of the steps (CUDA events; graph capture excluded).
+  std::vector<int32_t> decode(int64_t batch, int64_t steps, double* elapsed_ms = nullptr);
+  // Bytes of weights a decode step reads (all layers, final norm, lm_head).
+  int64_t decode_weight_bytes() const;
+  // Hash of the last logits row computed (FNV-1a over the bf16 bits), for spotting numeric drift between runs.
+  uint64_t last_logits_hash(int64_t row = 0) const;
+  // Number of kernel launches one decode step makes (graph nodes when captured).
+  int64_t launches_per_decode_step() const { return launches_per_step_; }
+
+  struct Impl;  // device state (cuda_backend.cu)
+
+ private:
+  void prepare(const EngineOptions& options);  // validates, creates the stream and kernel choices
+  void init();                                 // KV cache, activations, warm-up (after the weights are on device)
+  void run_decode_step(int64_t batch, int64_t max_position);
+
+  ModelConfig config_;
+  EngineOptions options_;
+  int64_t context_ = 0;
+  std::vector<int64_t> lengths_;
+  int64_t launches_per_step_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const Checkpoint& checkpoint, int64_t context);
+
+// The Qwen3 dense sizes by name ("qwen3-0.6b" ... "qwen3-32b"), as in their config.json files.
+ModelConfig synthetic_qwen3_config(const std::string& name);
+
+}  // namespace qwen3
