@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <queue>
+#include <functional>
 #include <sstream>
 
 #include "core/error.h"
@@ -25,9 +25,9 @@ constexpr std::string_view kQwenPattern =
 constexpr std::string_view kDigitTriplesPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// Pieces longer than this are merged every time rather than cached: long pieces (runs of CJK text) rarely repeat,
-// and they would crowd the cache.
-constexpr size_t kMaxCachedPieceBytes = 64;
+// Pieces longer than this are merged every time rather than cached (as in HF, whose cache also stops at 256):
+// very long pieces rarely repeat and would crowd the cache.
+constexpr size_t kMaxCachedPieceBytes = 256;
 // Pieces up to this many bytes are merged with a simple quadratic scan, longer ones through a heap.
 constexpr size_t kMaxQuadraticPieceBytes = 48;
 constexpr uint32_t kNoMerge = UINT32_MAX;
@@ -215,7 +215,7 @@ struct ClassedChar {
 };
 
 // PRECOND: i < n, s valid UTF-8.
-inline ClassedChar classify(const unsigned char* s, size_t i) {
+[[gnu::always_inline]] inline ClassedChar classify(const unsigned char* s, size_t i) {
   if (s[i] < 0x80) return {kAsciiClasses[s[i]], 1};
   size_t length;
   const char32_t cp = unicode::decode_valid_utf8(s + i, length);
@@ -240,35 +240,62 @@ inline size_t previous_char_start(std::string_view s, size_t end) {
   return i;
 }
 
-// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). Bounded: it
-// starts over when full.
+// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). A slot is one
+// cache line holding a short piece and its ids inline, so a hit costs one memory access; longer pieces keep their
+// bytes and ids in arenas. It grows up to kMaxSlots and starts over when that fills.
 class PieceCache {
  public:
-  static constexpr size_t kSlots = size_t(1) << 17;
-  static constexpr size_t kMaxEntries = kSlots / 2;
+  static constexpr size_t kInlineBytes = 16, kInlineIds = 8;
+  static constexpr size_t kMinSlots = size_t(1) << 12, kMaxSlots = size_t(1) << 18;
 
-  // Returns the cached ids of a piece or nullptr.
+  // Returns the cached ids of a piece or nullptr. PRECOND: h != 0.
   const int32_t* find(const unsigned char* p, size_t n, uint64_t h, size_t& count) const {
-    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
+    if (slots_.empty()) return nullptr;
+    const size_t mask = slots_.size() - 1;
+    uint64_t padded[2] = {0, 0};
+    if (n <= kInlineBytes) std::memcpy(padded, p, n);
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
       const Slot& s = slots_[i];
-      if (s.length == 0) return nullptr;
-      if (s.hash == h && s.length == n && std::memcmp(keys_.data() + s.key_offset, p, n) == 0) {
+      if (s.hash == 0) return nullptr;
+      if (s.hash != h || s.length != n) continue;
+      if (s.is_inline()) {
+        uint64_t key[2];
+        std::memcpy(key, s.key, sizeof(key));
+        if (key[0] != padded[0] || key[1] != padded[1]) continue;
         count = s.id_count;
-        return ids_.data() + s.ids_offset;
+        return s.ids;
       }
+      if (std::memcmp(keys_.data() + s.ids[0], p, n) != 0) continue;
+      count = s.id_count;
+      return ids_.data() + s.ids[1];
     }
   }
   void insert(const unsigned char* p, size_t n, uint64_t h, const int32_t* ids, size_t count) {
-    if (entries_ >= kMaxEntries) clear();
-    for (size_t i = h & (kSlots - 1);; i = (i + 1) & (kSlots - 1)) {
-      Slot& s = slots_[i];
-      if (s.length != 0) continue;
-      s = {h, uint32_t(keys_.size()), uint32_t(ids_.size()), uint16_t(n), uint16_t(count)};
+    if ((entries_ + 1) * 2 > slots_.size()) {
+      if (slots_.size() >= kMaxSlots) {
+        clear();
+      } else {
+        grow();
+      }
+    }
+    Slot slot;
+    slot.hash = h;
+    slot.length = uint16_t(n);
+    slot.id_count = uint16_t(count);
+    if (slot.is_inline()) {
+      std::memcpy(slot.key, p, n);
+      std::copy(ids, ids + count, slot.ids);
+    } else {
+      slot.ids[0] = int32_t(keys_.size());
+      slot.ids[1] = int32_t(ids_.size());
       keys_.append(reinterpret_cast<const char*>(p), n);
       ids_.insert(ids_.end(), ids, ids + count);
-      ++entries_;
-      return;
     }
+    place(slot);
+    ++entries_;
+  }
+  void prefetch(uint64_t h) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[h & (slots_.size() - 1)]);
   }
   // The cache belongs to one tokenizer at a time.
   void bind(uint64_t owner) {
@@ -279,18 +306,32 @@ class PieceCache {
   }
 
  private:
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t key_offset = 0, ids_offset = 0;
-    uint16_t length = 0, id_count = 0;  // length 0: empty slot (pieces are never empty)
+  struct alignas(64) Slot {
+    uint64_t hash = 0;  // 0: empty
+    uint16_t length = 0, id_count = 0;
+    char key[kInlineBytes] = {};  // zero-padded
+    int32_t ids[kInlineIds] = {};  // or, for an arena entry: key offset, ids offset
+    bool is_inline() const { return length <= kInlineBytes && id_count <= kInlineIds; }
   };
+  void place(const Slot& slot) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = slot.hash & mask;
+    while (slots_[i].hash != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max(kMinSlots, old.size() * 2), Slot{});
+    for (const Slot& slot : old)
+      if (slot.hash != 0) place(slot);
+  }
   void clear() {
-    slots_.assign(kSlots, Slot{});
+    slots_.assign(kMinSlots, Slot{});
     keys_.clear();
     ids_.clear();
     entries_ = 0;
   }
-  std::vector<Slot> slots_ = std::vector<Slot>(kSlots);
+  std::vector<Slot> slots_;
   std::string keys_;
   std::vector<int32_t> ids_;
   size_t entries_ = 0;
@@ -306,11 +347,16 @@ struct AddedMatcher {
     size_t token;  // index into added tokens
   };
   std::array<std::vector<Pattern>, 256> by_first_byte;  // longest first
+  std::array<bool, 256> starts{};                        // whether some pattern starts with this byte
+  int only_start = -1;                                   // the one first byte of all patterns, if there is one
   bool empty = true;
 
   void add(std::string text, size_t token) {
     if (text.empty()) return;
     auto& list = by_first_byte[static_cast<unsigned char>(text[0])];
+    const unsigned char first = static_cast<unsigned char>(text[0]);
+    only_start = empty || only_start == first ? first : -2;
+    starts[first] = true;
     list.push_back({std::move(text), token});
     std::stable_sort(list.begin(), list.end(),
                      [](const Pattern& a, const Pattern& b) { return a.text.size() > b.text.size(); });
@@ -457,23 +503,28 @@ struct Tokenizer::Impl {
       bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : position > o.position; }
     };
     thread_local std::vector<int32_t> previous, next;
-    thread_local std::vector<Candidate> heap_storage;
+    thread_local std::vector<Candidate> heap;  // a min-heap on (rank, position), kept between calls
     previous.resize(n);
     next.resize(n);
     for (size_t i = 0; i < n; ++i) {
       previous[i] = int32_t(i) - 1;
       next[i] = i + 1 < n ? int32_t(i + 1) : -1;
     }
-    heap_storage.clear();
-    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap(
-        std::greater<Candidate>(), std::move(heap_storage));
+    heap.clear();
+    const auto later = std::greater<Candidate>();
+    auto push = [&](uint32_t rank, int32_t position) {
+      heap.push_back({rank, uint32_t(position)});
+      std::push_heap(heap.begin(), heap.end(), later);
+    };
     for (size_t i = 0; i + 1 < n; ++i) {
       const MergeTable::Merge m = merges.find(ids[i], ids[i + 1]);
-      if (m.rank != kNoMerge) heap.push({m.rank, uint32_t(i)});
+      if (m.rank != kNoMerge) heap.push_back({m.rank, uint32_t(i)});
     }
+    std::make_heap(heap.begin(), heap.end(), later);
     while (!heap.empty()) {
-      const Candidate top = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const Candidate top = heap.back();
+      heap.pop_back();
       const int32_t left = int32_t(top.position);
       const int32_t right = next[size_t(left)];
       if (ids[left] < 0 || right < 0) continue;  // merged away, or no right neighbour any more
@@ -486,11 +537,11 @@ struct Tokenizer::Impl {
       if (previous[size_t(left)] >= 0) {
         const int32_t p = previous[size_t(left)];
         const MergeTable::Merge before = merges.find(ids[p], ids[left]);
-        if (before.rank != kNoMerge) heap.push({before.rank, uint32_t(p)});
+        if (before.rank != kNoMerge) push(before.rank, p);
       }
       if (next[size_t(left)] >= 0) {
         const MergeTable::Merge after = merges.find(ids[left], ids[next[size_t(left)]]);
-        if (after.rank != kNoMerge) heap.push({after.rank, uint32_t(left)});
+        if (after.rank != kNoMerge) push(after.rank, left);
       }
     }
     for (int32_t i = 0; i >= 0; i = next[size_t(i)]) out.push_back(ids[i]);
@@ -514,33 +565,58 @@ struct Tokenizer::Impl {
     }
   }
 
-  void encode_piece(const unsigned char* p, size_t n, std::vector<int32_t>& out, PieceCache& cache) const {
-    if (n == 1) {
-      out.push_back(byte_to_id[p[0]]);
-      return;
-    }
-    if (n > kMaxCachedPieceBytes) {
-      bpe(p, n, out);
-      return;
-    }
-    const uint64_t h = hash_bytes(p, n);
+  // PRECOND: 1 < n <= kMaxCachedPieceBytes, h = cache_hash(p, n).
+  void encode_cached_piece(const unsigned char* p, size_t n, uint64_t h, std::vector<int32_t>& out,
+                           PieceCache& cache) const {
     size_t count;
     if (const int32_t* ids = cache.find(p, n, h, count)) {
-      out.insert(out.end(), ids, ids + count);
+      const size_t old_size = out.size();
+      out.resize(old_size + count);  // a plain loop: memmove's call costs more than copying a few ids
+      for (size_t k = 0; k < count; ++k) out[old_size + k] = ids[k];
       return;
     }
     const size_t start = out.size();
     bpe(p, n, out);
     cache.insert(p, n, h, out.data() + start, out.size() - start);
   }
+  static uint64_t cache_hash(const unsigned char* p, size_t n) {
+    return hash_bytes(p, n) | 1;  // never 0, which marks an empty cache slot
+  }
 
   void encode_normalized(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
+    // Pieces go in batches: the cache slots of a whole batch are prefetched before the first lookup, so the
+    // memory latency of a cache that outgrows L2 overlaps instead of adding up piece by piece.
+    constexpr size_t kBatch = 16;
+    struct Piece {
+      uint32_t begin, length;
+      uint64_t hash;
+    };
+    Piece batch[kBatch];
     for (size_t i = 0; i < n;) {
-      const size_t end = piece_end(s, i, n);
-      encode_piece(s + i, end - i, out, cache);
-      i = end;
+      size_t count = 0;
+      while (count < kBatch && i < n) {
+        const size_t end = piece_end(s, i, n);
+        Piece& piece = batch[count++];
+        piece = {uint32_t(i), uint32_t(end - i), 0};
+        if (piece.length > 1 && piece.length <= kMaxCachedPieceBytes) {
+          piece.hash = cache_hash(s + i, piece.length);
+          cache.prefetch(piece.hash);
+        }
+        i = end;
+      }
+      for (size_t k = 0; k < count; ++k) {
+        const Piece& piece = batch[k];
+        const unsigned char* p = s + piece.begin;
+        if (piece.length == 1) {
+          out.push_back(byte_to_id[p[0]]);
+        } else if (piece.hash == 0) {
+          bpe(p, piece.length, out);
+        } else {
+          encode_cached_piece(p, piece.length, piece.hash, out, cache);
+        }
+      }
     }
   }
 
@@ -555,6 +631,14 @@ struct Tokenizer::Impl {
     }
     size_t start_offset = 0;
     for (size_t i = 0; i < text.size();) {
+      if (matcher.only_start >= 0) {  // one possible first byte (Qwen: '<'): memchr finds candidates fastest
+        const void* hit = std::memchr(text.data() + i, matcher.only_start, text.size() - i);
+        if (!hit) break;
+        i = size_t(static_cast<const char*>(hit) - text.data());
+      } else if (!matcher.starts[static_cast<unsigned char>(text[i])]) {
+        ++i;
+        continue;
+      }
       const AddedMatcher::Pattern* match = matcher.match_at(text, i);
       if (!match) {
         ++i;
@@ -596,7 +680,9 @@ struct Tokenizer::Impl {
       if (start_offset < start) on_text(text.substr(start_offset, start - start_offset));
       out.push_back(token.id);
       start_offset = stop;
-      i = stop;
+      // HF's match iterator resumes after the match itself, not after the white space rstrip took: a token
+      // found inside that white space is still emitted, as HF emits it.
+      i += match->text.size();
     }
     if (start_offset < text.size()) on_text(text.substr(start_offset));
   }
@@ -605,7 +691,8 @@ struct Tokenizer::Impl {
     if (text.size() > kMaxTextBytes)
       throw InputError("text of " + std::to_string(text.size()) + " bytes is over the tokenizer's limit of " +
                        std::to_string(kMaxTextBytes) + " bytes");
-    const size_t invalid = unicode::find_invalid_utf8(text);
+    bool nfc_stable;
+    const size_t invalid = unicode::find_invalid_utf8(text, nfc_stable);
     if (invalid != std::string_view::npos) {
       char byte[8];
       std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[invalid]));
@@ -616,7 +703,8 @@ struct Tokenizer::Impl {
     cache.bind(serial);
     thread_local std::string normalized_storage;
     split_added(text, raw_matcher, out, [&](std::string_view segment) {
-      const std::string_view normalized = nfc ? unicode::to_nfc(segment, normalized_storage) : segment;
+      const std::string_view normalized =
+          nfc && !nfc_stable ? unicode::to_nfc(segment, normalized_storage) : segment;
       split_added(normalized, normalized_matcher, out,
                   [&](std::string_view piece) { encode_normalized(piece, out, cache); });
     });

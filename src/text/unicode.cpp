@@ -126,6 +126,15 @@ void normalize_region(std::string_view region, std::string& out) {
 
 }  // namespace
 
+uint8_t bmp_flags[0x10000];
+namespace {
+// The tables are constant-initialized, so they are ready before this dynamic initializer runs.
+const bool bmp_flags_ready = [] {
+  for (char32_t cp = 0; cp < 0x10000; ++cp) bmp_flags[cp] = record(cp).flags;
+  return true;
+}();
+}  // namespace
+
 void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
     out.push_back(char(cp));
@@ -142,7 +151,9 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-size_t find_invalid_utf8(std::string_view bytes) {
+namespace {
+template <bool kCheckNfc>
+size_t find_invalid_utf8_impl(std::string_view bytes, bool& nfc_stable) {
   const auto* begin = reinterpret_cast<const unsigned char*>(bytes.data());
   const auto* end = begin + bytes.size();
   const auto* p = begin;
@@ -159,9 +170,24 @@ size_t find_invalid_utf8(std::string_view bytes) {
     int valid_prefix;
     const int length = classify_sequence(p, end, valid_prefix);
     if (length <= 0) return size_t(p - begin);
+    if (kCheckNfc && length > 1 && nfc_stable) {
+      size_t decoded_length;
+      nfc_stable = flags(decode_valid_utf8(p, decoded_length)) & kNfcBoundary;
+    }
     p += length;
   }
   return std::string_view::npos;
+}
+}  // namespace
+
+size_t find_invalid_utf8(std::string_view bytes) {
+  bool unused = false;
+  return find_invalid_utf8_impl<false>(bytes, unused);
+}
+
+size_t find_invalid_utf8(std::string_view bytes, bool& nfc_stable) {
+  nfc_stable = true;
+  return find_invalid_utf8_impl<true>(bytes, nfc_stable);
 }
 
 size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool final_chunk) {

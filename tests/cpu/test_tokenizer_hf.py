@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Expected results from Hugging Face `tokenizers` for tests/cpu/test_tokenizer.cpp (run live in build/pyenv).
+
+Usage: test_tokenizer_hf.py TOKENIZER_JSON CORPUS_JSONL OUT_DIR
+Writes OUT_DIR/expected.json:
+  corpus:   ids, decode (skip_special_tokens False and True) of every corpus string;
+  random:   decode of random id sequences (byte tokens that split characters, special tokens);
+  variants: tokenizer.json files written to OUT_DIR with extra added tokens (lstrip, rstrip, single_word,
+            normalized, a content already in the vocabulary) or the \\p{N}{1,3} pattern, and their ids on probes.
+"""
+import json
+import os
+import random
+import sys
+
+import tokenizers
+from tokenizers import Tokenizer
+
+EXPECTED_VERSION = "0.23.2"
+
+
+def main():
+    tokenizer_path, corpus_path, out_dir = sys.argv[1:4]
+    if tokenizers.__version__ != EXPECTED_VERSION:
+        sys.exit(f"tokenizers {tokenizers.__version__} found, the parity test is pinned to {EXPECTED_VERSION}")
+    tok = Tokenizer.from_file(tokenizer_path)
+    strings = [json.loads(line) for line in open(corpus_path, encoding="utf-8")]
+    encodings = tok.encode_batch(strings)
+    ids = [e.ids for e in encodings]
+    corpus = {
+        "ids": ids,
+        "decode": tok.decode_batch(ids, skip_special_tokens=False),
+        "decode_skip_special": tok.decode_batch(ids, skip_special_tokens=True),
+    }
+
+    rng = random.Random(7)
+    vocab_size = tok.get_vocab_size(with_added_tokens=True)
+    random_cases = []
+    for _ in range(400):
+        n = rng.randint(1, 30)
+        sequence = []
+        for _ in range(n):
+            r = rng.random()
+            if r < 0.5:
+                sequence.append(rng.randrange(256))  # single-byte tokens split multi-byte characters
+            elif r < 0.6:
+                sequence.append(rng.randrange(151643, vocab_size))
+            else:
+                sequence.append(rng.randrange(151643))
+        random_cases.append({
+            "ids": sequence,
+            "decode": tok.decode(sequence, skip_special_tokens=False),
+            "decode_skip_special": tok.decode(sequence, skip_special_tokens=True),
+        })
+
+    base = json.load(open(tokenizer_path, encoding="utf-8"))
+    vocab = base["model"]["vocab"]
+    probes = ["Hi <mask> there\t<mask>\t<mask>\u2000end", "<mask>, <mask>- \u25cc\u0330<mask>", "a<mask>b <mask>",
+              "x  <mask>  y", "<mask><mask>", "Ångström and A\u030angstro\u0308m and \u212bngstr\u00f6m",
+              "hello world helloworld ahello hello_ hello.", " <sp> <sp><sp>x<sp>", "say hello", "12345678 9",
+              "<|im_start|>user\n<mask> hello<|im_end|>", "\u00e9<mask>\u0301", "", "   ", "<mas<mask>k>"]
+    additions = [
+        {"content": "<mask>", "lstrip": True, "rstrip": True, "single_word": True, "normalized": True,
+         "special": True},
+        {"content": "Ångström", "lstrip": False, "rstrip": False, "single_word": False, "normalized": True,
+         "special": False},
+        {"content": "hello", "lstrip": False, "rstrip": False, "single_word": True, "normalized": False,
+         "special": False},
+        {"content": " <sp>", "lstrip": False, "rstrip": True, "single_word": False, "normalized": False,
+         "special": True},
+    ]
+    variants = []
+    for name in ["flags", "digits"]:
+        config = json.loads(json.dumps(base))
+        if name == "flags":
+            next_id = vocab_size
+            for addition in additions:
+                entry = dict(addition)
+                if addition["content"] in vocab:
+                    entry["id"] = vocab[addition["content"]]
+                else:
+                    entry["id"] = next_id
+                    next_id += 1
+                config["added_tokens"].append(entry)
+        else:
+            split = config["pre_tokenizer"]["pretokenizers"][0]
+            split["pattern"]["Regex"] = split["pattern"]["Regex"].replace("\\p{N}|", "\\p{N}{1,3}|")
+        path = os.path.join(out_dir, f"variant_{name}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f, ensure_ascii=False)
+        variant = Tokenizer.from_file(path)
+        variant_strings = probes + strings[::25]
+        variants.append({
+            "tokenizer": path,
+            "strings": variant_strings,
+            "ids": [e.ids for e in variant.encode_batch(variant_strings)],
+        })
+
+    with open(os.path.join(out_dir, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizers_version": tokenizers.__version__, "corpus": corpus, "random": random_cases,
+                   "variants": variants}, f, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
