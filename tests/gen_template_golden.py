@@ -301,6 +301,11 @@ JINJA_TEMPLATES = [
     "{{ 'ABC'|lower }} {{ 'abc'|upper }} {{ 'hello world'|title }} {{ 'hello'|capitalize }} {{ '<a href=\"x\">'|e }}",
     "{{ m|items|list }} {{ {'b': 1, 'a': 2}|dictsort }} {{ dict(a=1, b=2) }} {{ range(3)|list }} {{ range(1, 10, 3)|list }} {{ range(5, 0, -2)|list }}",
     "{% filter upper %}abc{{ 'd' }}{% endfilter %} {{ 'x'|safe }} {{ '%s!'|format('hi') }}",
+    # jinja's select/map/unique/items filters return generators: always true, no len()
+    "{% if msgs|selectattr('role', 'eq', 'system') %}truthy{% else %}falsy{% endif %} {{ msgs|selectattr('role', 'eq', 'system')|list|length }} {{ msgs|map(attribute='role')|first }}",
+    "{{ msgs|selectattr('role', 'eq', 'user')|length }}",
+    "{{ 'hello world-wide (x) they\\'re [y] <z>'|title }} {{ 5|round }} {{ 15|round(-1) }} {{ 25|round(-1) }} {{ 1.5 is odd }} {{ 3 is odd }} {{ false * (1, 2) }} {{ 'a' % [] }}",
+    "{{ [] in {} }}",
     # tests
     "{{ 1 is number }}{{ true is number }}{{ true is integer }}{{ 'a' is sequence }}{{ m is sequence }}{{ m is iterable }}{{ m is mapping }}{{ none is none }}{{ x is defined }}{{ m.a is defined }}{{ 1.5 is float }}{{ true is boolean }}",
     "{{ 'abc' is string }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(2) }} {{ 2 is in l }} {{ x is undefined }} {{ false is false }} {{ 0 is false }} {{ true is true }}",

@@ -551,6 +551,7 @@ Value get_attribute(const Value& object, const std::string& name) {
       if (one_of(name, kStrMethods)) return bound_method(object, name);
       return no_attribute(object, name);
     case Value::Kind::kList:
+      if (object.is_generator()) return no_attribute(object, name);
       if (object.is_tuple() && (name == "count" || name == "index")) return bound_method(object, name);
       if (!object.is_tuple() && one_of(name, kUnsafeListMethods))
         throw EvalError("access to attribute '" + name + "' of 'list' object is unsafe.");
@@ -565,7 +566,7 @@ Value get_item(const Value& object, const Value& key) {
   if (object.is_undefined()) fail_undefined(object);
   if (key.is_undefined()) fail_undefined(key);
   const bool int_key = key.is_int() || key.is_bool();
-  if (object.is_list() && int_key) {
+  if (object.is_list() && !object.is_generator() && int_key) {
     const auto& items = object.items();
     int64_t i = key.int_value();
     if (i < 0) i += int64_t(items.size());
@@ -591,21 +592,25 @@ Value get_item(const Value& object, const Value& key) {
 
 Value get_slice(const Value& object, const Value& start_v, const Value& stop_v, const Value& step_v) {
   if (object.is_undefined()) fail_undefined(object);
-  auto bound = [](const Value& v, const char* what) -> std::optional<int64_t> {
+  // jinja compiles a slice to a plain Python subscript: slicing something unsliceable is a TypeError.
+  if (!object.is_string() && !(object.is_list() && !object.is_generator()))
+    throw EvalError("'" + type_name(object) + "' object is not subscriptable");
+  for (const Value* b : {&start_v, &stop_v, &step_v})
+    if (!b->is_undefined() && !b->is_none() && !b->is_int() && !b->is_bool())
+      throw EvalError("slice indices must be integers or None");
+  auto bound = [](const Value& v) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
-    return require_int(v, what);
+    return v.int_value();
   };
-  const int64_t step = bound(step_v, "slice step").value_or(1);
+  const int64_t step = bound(step_v).value_or(1);
   if (step == 0) throw EvalError("slice step cannot be zero");
   std::vector<uint32_t> cps;
   int64_t length;
   if (object.is_string()) {
     cps = decode_utf8(object.as_string());
     length = int64_t(cps.size());
-  } else if (object.is_list()) {
-    length = int64_t(object.items().size());
   } else {
-    throw EvalError("'" + type_name(object) + "' object is not subscriptable");
+    length = int64_t(object.items().size());
   }
   // Python's PySlice_AdjustIndices.
   auto adjust = [&](std::optional<int64_t> v, bool is_start) {
@@ -619,8 +624,8 @@ Value get_slice(const Value& object, const Value& start_v, const Value& stop_v, 
     }
     return i;
   };
-  const int64_t start = adjust(bound(start_v, "slice index"), true);
-  const int64_t stop = adjust(bound(stop_v, "slice index"), false);
+  const int64_t start = adjust(bound(start_v), true);
+  const int64_t stop = adjust(bound(stop_v), false);
   std::vector<size_t> picked;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) picked.push_back(size_t(i));
   if (object.is_string()) {
@@ -676,7 +681,10 @@ namespace {
 }
 
 Value repeat(const Value& sequence, int64_t count) {
-  if (count <= 0) return sequence.is_string() ? Value::string("") : Value::list({});
+  if (count <= 0)
+    return sequence.is_string()  ? Value::string("")
+           : sequence.is_tuple() ? Value::tuple({})
+                                 : Value::list({});
   if (sequence.is_string()) {
     check_size(sequence.as_string().size() * size_t(std::min<int64_t>(count, int64_t(kMaxValueBytes) + 1)));
     std::string out;
@@ -738,7 +746,11 @@ std::string percent_format(const std::string& format, const Value& args) {
       throw EvalError(std::string("unsupported format character '") + conversion + "'");
     }
   }
-  if (next < values.size() && args.is_tuple())
+  // Python's rule: every argument is used, except a lone argument with __getitem__ (a dict, a list, jinja's
+  // Undefined), which Python takes for a mapping.
+  const bool mapping_like =
+      args.is_dict() || args.is_undefined() || (args.is_list() && !args.is_tuple() && !args.is_generator());
+  if (next < values.size() && !mapping_like)
     throw EvalError("not all arguments converted during string formatting");
   return out;
 }
@@ -762,6 +774,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     check_size(out.size());
     return Value::string(std::move(out));
   }
+  if (op == "%" && a.is_string())
+    return Value::string(percent_format(a.as_string(), b));  // str.__mod__ first
   if (a.is_undefined()) fail_undefined(a);
   if (b.is_undefined()) fail_undefined(b);
   const bool numbers = a.is_number() && b.is_number();
@@ -777,7 +791,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       check_size(a.as_string().size() + b.as_string().size());
       return Value::string(a.as_string() + b.as_string());
     }
-    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() &&
+        !b.is_generator()) {
       check_size(a.items().size() + b.items().size());
       std::vector<Value> out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
@@ -801,8 +816,9 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       return Value::integer(r);
     }
     if (floats) return Value::number(a.float_value() * b.float_value());
-    if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(a, b.int_value());
-    if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(b, a.int_value());
+    auto repeatable = [](const Value& v) { return v.is_string() || (v.is_list() && !v.is_generator()); };
+    if (repeatable(a) && (b.is_int() || b.is_bool())) return repeat(a, b.int_value());
+    if (repeatable(b) && (a.is_int() || a.is_bool())) return repeat(b, a.int_value());
     unsupported_operands(op, a, b);
   }
   if (op == "/") {
@@ -811,7 +827,6 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     return Value::number(a.float_value() / b.float_value());
   }
   if (op == "//" || op == "%") {
-    if (op == "%" && a.is_string()) return Value::string(percent_format(a.as_string(), b));
     if (!numbers) unsupported_operands(op, a, b);
     if (floats) {
       const double x = a.float_value(), y = b.float_value();
@@ -925,6 +940,7 @@ Value filter_length(const Value& in, CallArgs& args) {
     case Value::Kind::kString:
       return Value::integer(int64_t(count_code_points(in.as_string())));
     case Value::Kind::kList:
+      if (in.is_generator()) break;
       return Value::integer(int64_t(in.items().size()));
     case Value::Kind::kDict:
       if (!in.is_namespace()) return Value::integer(int64_t(in.as_dict().size()));
@@ -995,6 +1011,7 @@ Value filter_first(const Value& in, CallArgs& args) {
 
 Value filter_last(const Value& in, CallArgs& args) {
   bind_args("last", args, {});
+  if (in.is_generator()) throw EvalError("'generator' object is not reversible");
   if (in.is_list())
     return in.items().empty() ? Value::undefined("No last item, sequence was empty.") : in.items().back();
   const auto items = iterate(in);
@@ -1013,6 +1030,7 @@ std::optional<double> parse_python_float(const std::string& text) {
 
 Value filter_float(const Value& in, CallArgs& args) {
   auto a = bind_args("float", args, {"default"});
+  if (in.is_undefined()) fail_undefined(in);  // Undefined.__float__ raises
   const Value fallback = a[0].is_undefined() ? Value::number(0.0) : a[0];
   if (in.is_number()) return Value::number(in.float_value());
   if (in.is_string()) {
@@ -1023,6 +1041,7 @@ Value filter_float(const Value& in, CallArgs& args) {
 
 Value filter_int(const Value& in, CallArgs& args) {
   auto a = bind_args("int", args, {"default", "base"});
+  if (in.is_undefined()) fail_undefined(in);  // Undefined.__int__ raises
   const Value fallback = a[0].is_undefined() ? Value::integer(0) : a[0];
   const int base = a[1].is_undefined() ? 10 : int(require_int(a[1], "base"));
   if (in.is_int() || in.is_bool()) return Value::integer(in.int_value());
@@ -1069,9 +1088,9 @@ Value filter_indent(const Value& in, CallArgs& args) {
 
 Value filter_items(const Value& in, CallArgs& args) {
   bind_args("items", args, {});
-  if (in.is_undefined()) return Value::list({});
+  if (in.is_undefined()) return Value::generator({});
   if (!in.is_dict() || in.is_namespace()) throw EvalError("Can only get item pairs from a mapping.");
-  return Value::list(dict_items(in.as_dict()));
+  return Value::generator(dict_items(in.as_dict()));
 }
 
 Value filter_join(const Value& in, CallArgs& args) {
@@ -1097,9 +1116,23 @@ Value filter_upper(const Value& in, CallArgs& args) {
   return Value::string(change_case(to_str(in), true));
 }
 
+// jinja's title filter is not str.title(): it upper-cases the first character of each piece between runs of
+// whitespace, '-', '(', '{', '[' and '<', and lower-cases the rest ("they're" -> "They're").
 Value filter_title(const Value& in, CallArgs& args) {
   bind_args("title", args, {});
-  return Value::string(title_case(to_str(in)));
+  auto separator = [](uint32_t cp) {
+    return is_python_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+  };
+  const auto cps = decode_utf8(to_str(in));
+  std::string out;
+  for (size_t i = 0; i < cps.size();) {
+    const bool is_separator = separator(cps[i]);
+    size_t j = i;
+    while (j < cps.size() && separator(cps[j]) == is_separator) ++j;
+    for (size_t k = i; k < j; ++k) append_case_mapped(out, cps[k], k == i);
+    i = j;
+  }
+  return Value::string(std::move(out));
 }
 
 Value filter_map(const Value& in, CallArgs& args) {
@@ -1122,7 +1155,7 @@ Value filter_map(const Value& in, CallArgs& args) {
       item = get_path(item, attribute);
       if (item.is_undefined() && !fallback.is_undefined()) item = fallback;
     }
-    return Value::list(std::move(items));
+    return Value::generator(std::move(items));
   }
   if (args.positional.empty()) throw EvalError("map(): a filter name or attribute= is required");
   const std::string name = require_string(args.positional[0], "map() filter name");
@@ -1132,7 +1165,7 @@ Value filter_map(const Value& in, CallArgs& args) {
     CallArgs rest{std::vector<Value>(args.positional.begin() + 1, args.positional.end()), args.keyword};
     item = fn(item, rest);
   }
-  return Value::list(std::move(items));
+  return Value::generator(std::move(items));
 }
 
 Value min_max(const Value& in, CallArgs& args, bool want_max) {
@@ -1143,9 +1176,9 @@ Value min_max(const Value& in, CallArgs& args, bool want_max) {
   auto key = [&](const Value& v) {
     return sort_key(a[1].is_undefined() ? v : get_path(v, a[1]), truthy(a[0]));
   };
-  for (const Value& item : items) {
-    const int c = compare(key(item), key(*best));
-    if (want_max ? c > 0 : c < 0) best = &item;
+  for (size_t i = 1; i < items.size(); ++i) {
+    const int c = compare(key(items[i]), key(*best));
+    if (want_max ? c > 0 : c < 0) best = &items[i];
   }
   return *best;
 }
@@ -1186,7 +1219,7 @@ Value select_items(const Value& in, CallArgs& args, bool keep, bool by_attribute
     }
     if (passed == keep) out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value filter_select(const Value& in, CallArgs& args) {
@@ -1218,7 +1251,7 @@ Value filter_reverse(const Value& in, CallArgs& args) {
   }
   std::vector<Value> items = iterate(in);
   std::reverse(items.begin(), items.end());
-  return Value::list(std::move(items));
+  return Value::generator(std::move(items));  // reversed(): an iterator
 }
 
 Value filter_round(const Value& in, CallArgs& args) {
@@ -1226,6 +1259,21 @@ Value filter_round(const Value& in, CallArgs& args) {
   const int64_t precision = a[0].is_undefined() ? 0 : require_int(a[0], "precision");
   const std::string method = a[1].is_undefined() ? "common" : require_string(a[1], "method");
   if (!in.is_number()) throw EvalError("round: a number is required, not " + type_name(in));
+  if (method == "common" && !in.is_float()) {
+    // Python's round() of an int stays an int; a negative precision rounds to tens, hundreds... half to even.
+    if (precision >= 0) return Value::integer(in.int_value());
+    if (precision < -18) return Value::integer(0);
+    int64_t unit = 1;
+    for (int64_t i = 0; i < -precision; ++i) unit *= 10;
+    const int64_t x = in.int_value();
+    int64_t q = x / unit, r = x % unit;
+    if (r < 0) {
+      r += unit;
+      --q;
+    }
+    if (2 * r > unit || (2 * r == unit && q % 2 != 0)) ++q;
+    return Value::integer(q * unit);
+  }
   const double scale = std::pow(10.0, double(precision));
   const double x = in.float_value() * scale;
   double r;
@@ -1308,7 +1356,7 @@ Value filter_unique(const Value& in, CallArgs& args) {
     seen.push_back(key);
     out.push_back(item);
   }
-  return Value::list(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value filter_format(const Value& in, CallArgs& args) {
@@ -1422,7 +1470,8 @@ bool test_iterable(const Value& v, CallArgs& a) {
 }
 bool test_sequence(const Value& v, CallArgs& a) {
   no_args("sequence", a);
-  return v.is_undefined() || v.is_list() || v.is_string() || (v.is_dict() && !v.is_namespace());
+  return v.is_undefined() || (v.is_list() && !v.is_generator()) || v.is_string() ||
+         (v.is_dict() && !v.is_namespace());
 }
 // Python's `is`: identity for containers, value and type for the immutable scalars (None, True, False, small
 // ints).
@@ -1454,15 +1503,18 @@ bool test_ge(const Value& v, CallArgs& a) {
 bool test_in(const Value& v, CallArgs& a) {
   return contains(one_arg("in", a), v);
 }
+// jinja: value % 2 == 1 (a float such as 1.5 is neither odd nor even).
 bool test_odd(const Value& v, CallArgs& a) {
-  return no_args("odd", a), require_int(v, "odd") % 2 != 0;
+  no_args("odd", a);
+  return equals(binary_op("%", v, Value::integer(2)), Value::integer(1));
 }
 bool test_even(const Value& v, CallArgs& a) {
-  return no_args("even", a), require_int(v, "even") % 2 == 0;
+  no_args("even", a);
+  return equals(binary_op("%", v, Value::integer(2)), Value::integer(0));
 }
 bool test_divisibleby(const Value& v, CallArgs& a) {
   const Value num = one_arg("divisibleby", a);
-  return truthy(binary_op("%", v, num)) == false;
+  return equals(binary_op("%", v, num), Value::integer(0));
 }
 bool test_lower(const Value& v, CallArgs& a) {
   no_args("lower", a);

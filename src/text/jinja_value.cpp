@@ -50,6 +50,12 @@ Value Value::tuple(std::vector<Value> items) {
   const int depth = checked_depth(deepest);
   return Value(Data(std::make_shared<const ListData>(ListData{std::move(items), true, depth})));
 }
+Value Value::generator(std::vector<Value> items) {
+  int deepest = 0;
+  for (const Value& item : items) deepest = std::max(deepest, item.depth());
+  const int depth = checked_depth(deepest);
+  return Value(Data(std::make_shared<const ListData>(ListData{std::move(items), false, depth, true})));
+}
 Value Value::dict(Dict entries) {
   int deepest = 0;
   for (const auto& entry : entries.entries()) deepest = std::max(deepest, entry.second.depth());
@@ -74,6 +80,9 @@ Value Value::function(std::string name, Function fn) {
 
 bool Value::is_tuple() const {
   return is_list() && std::get<std::shared_ptr<const ListData>>(data_)->is_tuple;
+}
+bool Value::is_generator() const {
+  return is_list() && std::get<std::shared_ptr<const ListData>>(data_)->is_generator;
 }
 bool Value::is_namespace() const {
   return is_dict() && std::get<std::shared_ptr<DictData>>(data_)->is_namespace;
@@ -203,7 +212,7 @@ bool truthy(const Value& v) {
     case Value::Kind::kString:
       return !v.as_string().empty();
     case Value::Kind::kList:
-      return !v.items().empty();
+      return v.is_generator() || !v.items().empty();  // a Python generator object is always true
     case Value::Kind::kDict:
       return v.is_namespace() || !v.as_dict().empty();  // a namespace is an object: always true
     case Value::Kind::kCallable:
@@ -227,7 +236,7 @@ std::string type_name(const Value& v) {
     case Value::Kind::kString:
       return "str";
     case Value::Kind::kList:
-      return v.is_tuple() ? "tuple" : "list";
+      return v.is_generator() ? "generator" : v.is_tuple() ? "tuple" : "list";
     case Value::Kind::kDict:
       return v.is_namespace() ? "Namespace" : "dict";
     case Value::Kind::kCallable:
@@ -365,6 +374,8 @@ std::string to_str(const Value& v) {
     case Value::Kind::kString:
       return v.as_string();
     case Value::Kind::kList: {
+      if (v.is_generator())
+        throw EvalError("cannot print a generator (jinja would print its memory address); add |list");
       const bool tuple = v.is_tuple();
       std::string out = tuple ? "(" : "[";
       for (size_t i = 0; i < v.items().size(); ++i) {
@@ -398,6 +409,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::kString:
       return a.as_string() == b.as_string();
     case Value::Kind::kList: {
+      if (a.is_generator() || b.is_generator()) return &a.items() == &b.items();
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
         if (!equals(a.items()[i], b.items()[i])) return false;
@@ -433,7 +445,7 @@ int compare(const Value& a, const Value& b) {
     const int c = a.as_string().compare(b.as_string());
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+  if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple() && !a.is_generator() && !b.is_generator()) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -458,6 +470,8 @@ bool contains(const Value& container, const Value& needle) {
         if (equals(item, needle)) return true;
       return false;
     case Value::Kind::kDict:
+      if ((needle.is_list() && !needle.is_tuple()) || needle.is_dict())
+        throw EvalError("unhashable type: '" + type_name(needle) + "'");
       return needle.is_string() && container.as_dict().find(needle.as_string()) != nullptr;
     default:
       throw EvalError("argument of type '" + type_name(container) + "' is not iterable");
@@ -587,6 +601,7 @@ void append_json(std::string& out, const Value& v, const JsonFormat& f, int dept
       append_json_string(out, v.as_string());
       return;
     case Value::Kind::kList: {
+      if (v.is_generator()) break;
       if (v.items().empty()) {
         out += "[]";
         return;

@@ -64,6 +64,9 @@ class Value {
   static Value string(std::string s) { return Value(Data(std::move(s))); }
   static Value list(std::vector<Value> items);
   static Value tuple(std::vector<Value> items);
+  // What jinja's select/map/unique/items/reverse filters return: a Python generator. Always true, iterable,
+  // but it has no len(), no index and no printable form (Python would print its memory address).
+  static Value generator(std::vector<Value> items);
   static Value dict(Dict entries);
   // A jinja namespace(): the one mutable object (`{% set ns.attr = ... %}`), shared by every copy of the
   // value.
@@ -78,8 +81,9 @@ class Value {
   bool is_float() const { return kind() == Kind::kFloat; }
   bool is_number() const { return is_bool() || is_int() || is_float(); }  // Python: bool is an int
   bool is_string() const { return kind() == Kind::kString; }
-  bool is_list() const { return kind() == Kind::kList; }  // lists and tuples
+  bool is_list() const { return kind() == Kind::kList; }  // lists, tuples and generators
   bool is_tuple() const;
+  bool is_generator() const;
   bool is_dict() const { return kind() == Kind::kDict; }  // dicts and namespaces
   bool is_namespace() const;
   bool is_callable() const { return kind() == Kind::kCallable; }
@@ -110,6 +114,7 @@ class Value {
     std::vector<Value> items;
     bool is_tuple = false;
     int depth = 1;
+    bool is_generator = false;
   };
   struct DictData {
     Dict dict;

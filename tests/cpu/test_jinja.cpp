@@ -195,6 +195,9 @@ TEST(Jinja, ErrorsAreClear) {
   EXPECT_NE(
       error_of<jinja::TemplateError>("{{ l.append(1) }}", {{"l", ordered_json::array()}}).find("unsafe"),
       std::string::npos);
+  // Likewise a generator (what select/map/reverse return): jinja prints "<generator object ... at 0x...>".
+  EXPECT_NE(error_of<jinja::TemplateError>("{{ [1, 2]|reverse }}").find("add |list"), std::string::npos);
+  EXPECT_EQ(render("{{ [1, 2]|reverse|list }} {{ [] | select('odd') | list }}"), "[2, 1] []");
   EXPECT_NE(error_of<jinja::TemplateError>("{{ 'bad \xff utf8' }}"), "");
 }
 
