@@ -58,7 +58,10 @@ class ReplyStreamParser {
 
   // Everything parsed so far: the sum of the deltas.
   const ParsedReply& reply() const { return reply_; }
-  bool in_reasoning() const { return state_ == State::kReasoning; }
+  // Whether text pushed now would count as reasoning (for a "thinking..." indicator).
+  bool in_reasoning() const {
+    return state_ == State::kReasoning || (state_ == State::kStart && options_.starts_in_reasoning);
+  }
 
  private:
   enum class State { kStart, kReasoning, kContent, kToolCall };
