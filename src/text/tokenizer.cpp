@@ -32,24 +32,49 @@ constexpr size_t kMaxCachedPieceBytes = 256;
 constexpr size_t kMaxQuadraticPieceBytes = 48;
 constexpr uint32_t kNoMerge = UINT32_MAX;
 
+__extension__ typedef unsigned __int128 uint128;  // __extension__: GCC and Clang have it, ISO C++ does not
+
+inline uint64_t load64(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline uint64_t load32(const unsigned char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+// 64x64 -> 128-bit multiply, folded: the mixing step of wyhash-style hashes.
+inline uint64_t fold_multiply(uint64_t a, uint64_t b) {
+  const uint128 product = uint128(a) * b;
+  return uint64_t(product) ^ uint64_t(product >> 64);
+}
+
+// A fast hash of short byte strings (most pieces are under 16 bytes). Reads only inside [p, p + n): short
+// lengths use overlapping loads rather than a variable-length copy.
 inline uint64_t hash_bytes(const unsigned char* p, size_t n) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xD6E8FEB86659FD93ull);
-  while (n >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    h = (h ^ word) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
+  constexpr uint64_t k0 = 0xA0761D6478BD642Full, k1 = 0xE7037ED1A0B428DBull, k2 = 0x8EBC6AF09C88C6E3ull;
+  uint64_t a, b, seed = k0 ^ n;
+  if (n <= 16) {
+    if (n >= 8) {
+      a = load64(p);
+      b = load64(p + n - 8);
+    } else if (n >= 4) {
+      a = load32(p);
+      b = load32(p + n - 4);
+    } else if (n > 0) {
+      a = uint64_t(p[0]) << 16 | uint64_t(p[n >> 1]) << 8 | p[n - 1];
+      b = 0;
+    } else {
+      a = b = 0;
+    }
+  } else {
+    size_t i = 0;
+    for (; i + 16 < n; i += 16) seed = fold_multiply(load64(p + i) ^ k1, load64(p + i + 8) ^ seed);
+    a = load64(p + n - 16);
+    b = load64(p + n - 8);
   }
-  if (n) {
-    uint64_t word = 0;
-    std::memcpy(&word, p, n);
-    h = (h ^ word) * 0x94D049BB133111EBull;
-  }
-  h ^= h >> 32;
-  h *= 0xD6E8FEB86659FD93ull;
-  return h ^ (h >> 32);
+  return fold_multiply(k1 ^ n, fold_multiply(a ^ k1, b ^ seed) ^ k2);
 }
 
 inline size_t capacity_for(size_t count) {
@@ -104,7 +129,8 @@ class BytesToId {
   std::string arena_;
 };
 
-// (left id, right id) -> (rank, merged id), open addressing on the packed pair.
+// (left id, right id) -> (rank, merged id), open addressing on the packed pair; key and value share a 16-byte
+// entry so that a lookup touches one cache line.
 class MergeTable {
  public:
   struct Merge {
@@ -112,17 +138,17 @@ class MergeTable {
     int32_t merged = -1;
   };
   void reserve(size_t count) {
-    keys_.assign(capacity_for(count), kEmpty);
-    values_.assign(keys_.size(), Merge{});
-    mask_ = keys_.size() - 1;
+    size_t capacity = 16;
+    while (capacity < count + count / 2) capacity <<= 1;  // load <= 2/3
+    entries_.assign(capacity, Entry{});
+    mask_ = capacity - 1;
   }
   // A later duplicate replaces an earlier one, as in HF (its merges become a HashMap).
   void insert(int32_t left, int32_t right, uint32_t rank, int32_t merged) {
     const uint64_t key = pack(left, right);
     for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
-      if (keys_[i] == kEmpty || keys_[i] == key) {
-        keys_[i] = key;
-        values_[i] = {rank, merged};
+      if (entries_[i].key == kEmpty || entries_[i].key == key) {
+        entries_[i] = {key, {rank, merged}};
         return;
       }
     }
@@ -130,20 +156,24 @@ class MergeTable {
   Merge find(int32_t left, int32_t right) const {
     const uint64_t key = pack(left, right);
     for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
-      if (keys_[i] == key) return values_[i];
-      if (keys_[i] == kEmpty) return {};
+      const Entry& e = entries_[i];
+      if (e.key == key) return e.merge;
+      if (e.key == kEmpty) return {};
     }
   }
 
  private:
   static constexpr uint64_t kEmpty = ~uint64_t(0);
+  struct Entry {
+    uint64_t key = kEmpty;
+    Merge merge;
+  };
   static uint64_t pack(int32_t left, int32_t right) { return uint64_t(uint32_t(left)) << 32 | uint32_t(right); }
   static uint64_t mix(uint64_t key) {
     key *= 0x9E3779B97F4A7C15ull;
-    return key ^ (key >> 31);
+    return key ^ (key >> 29);
   }
-  std::vector<uint64_t> keys_;
-  std::vector<Merge> values_;
+  std::vector<Entry> entries_;
   size_t mask_ = 0;
 };
 
@@ -240,28 +270,34 @@ inline size_t previous_char_start(std::string_view s, size_t end) {
   return i;
 }
 
-// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). A slot is one
-// cache line holding a short piece and its ids inline, so a hit costs one memory access; longer pieces keep their
-// bytes and ids in arenas. It grows up to kMaxSlots and starts over when that fills.
+// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). A slot is half
+// a cache line holding a short piece and its ids inline, so a hit costs one memory access; longer pieces keep
+// their bytes and ids in arenas. It grows up to kMaxSlots and starts over when that fills.
 class PieceCache {
- public:
-  static constexpr size_t kInlineBytes = 16, kInlineIds = 8;
-  static constexpr size_t kMinSlots = size_t(1) << 12, kMaxSlots = size_t(1) << 18;
+  // PRECOND: n <= kInlineBytes and `key` has kInlineBytes readable bytes. Overlapping loads, as in hash_bytes.
+  static bool same_short_key(const unsigned char* key, const unsigned char* p, size_t n) {
+    if (n >= 8) return load64(key) == load64(p) && load64(key + n - 8) == load64(p + n - 8);
+    if (n >= 4) return load32(key) == load32(p) && load32(key + n - 4) == load32(p + n - 4);
+    for (size_t i = 0; i < n; ++i)
+      if (key[i] != p[i]) return false;
+    return true;
+  }
 
-  // Returns the cached ids of a piece or nullptr. PRECOND: h != 0.
+ public:
+  static constexpr size_t kInlineBytes = 14, kInlineIds = 3;
+  static constexpr size_t kMinSlots = size_t(1) << 12, kMaxSlots = size_t(1) << 19;
+
+  // Returns the cached ids of a piece or nullptr.
   const int32_t* find(const unsigned char* p, size_t n, uint64_t h, size_t& count) const {
     if (slots_.empty()) return nullptr;
     const size_t mask = slots_.size() - 1;
-    uint64_t padded[2] = {0, 0};
-    if (n <= kInlineBytes) std::memcpy(padded, p, n);
+    const uint32_t tag = uint32_t(h >> 32);
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       const Slot& s = slots_[i];
-      if (s.hash == 0) return nullptr;
-      if (s.hash != h || s.length != n) continue;
+      if (s.length == 0) return nullptr;
+      if (s.tag != tag || s.length != n) continue;
       if (s.is_inline()) {
-        uint64_t key[2];
-        std::memcpy(key, s.key, sizeof(key));
-        if (key[0] != padded[0] || key[1] != padded[1]) continue;
+        if (!same_short_key(reinterpret_cast<const unsigned char*>(s.key), p, n)) continue;
         count = s.id_count;
         return s.ids;
       }
@@ -279,9 +315,9 @@ class PieceCache {
       }
     }
     Slot slot;
-    slot.hash = h;
-    slot.length = uint16_t(n);
-    slot.id_count = uint16_t(count);
+    slot.tag = uint32_t(h >> 32);
+    slot.length = uint8_t(n);
+    slot.id_count = uint8_t(count);
     if (slot.is_inline()) {
       std::memcpy(slot.key, p, n);
       std::copy(ids, ids + count, slot.ids);
@@ -291,7 +327,7 @@ class PieceCache {
       keys_.append(reinterpret_cast<const char*>(p), n);
       ids_.insert(ids_.end(), ids, ids + count);
     }
-    place(slot);
+    place(slot, h);
     ++entries_;
   }
   void prefetch(uint64_t h) const {
@@ -306,24 +342,28 @@ class PieceCache {
   }
 
  private:
-  struct alignas(64) Slot {
-    uint64_t hash = 0;  // 0: empty
-    uint16_t length = 0, id_count = 0;
-    char key[kInlineBytes] = {};  // zero-padded
-    int32_t ids[kInlineIds] = {};  // or, for an arena entry: key offset, ids offset
+  struct alignas(32) Slot {
+    uint32_t tag = 0;  // high hash bits, to reject most other pieces without reading their bytes
+    uint8_t length = 0, id_count = 0;  // length 0: empty (pieces are never empty)
+    char key[kInlineBytes] = {};       // zero-padded
+    int32_t ids[kInlineIds] = {};      // or, for an arena entry: key offset, ids offset
     bool is_inline() const { return length <= kInlineBytes && id_count <= kInlineIds; }
   };
-  void place(const Slot& slot) {
+  static_assert(sizeof(Slot) == 32);
+  void place(const Slot& slot, uint64_t h) {
     const size_t mask = slots_.size() - 1;
-    size_t i = slot.hash & mask;
-    while (slots_[i].hash != 0) i = (i + 1) & mask;
+    size_t i = h & mask;
+    while (slots_[i].length != 0) i = (i + 1) & mask;
     slots_[i] = slot;
   }
   void grow() {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(std::max(kMinSlots, old.size() * 2), Slot{});
-    for (const Slot& slot : old)
-      if (slot.hash != 0) place(slot);
+    for (const Slot& slot : old) {
+      if (slot.length == 0) continue;
+      const char* key = slot.is_inline() ? slot.key : keys_.data() + slot.ids[0];
+      place(slot, hash_bytes(reinterpret_cast<const unsigned char*>(key), slot.length) | 1);
+    }
   }
   void clear() {
     slots_.assign(kMinSlots, Slot{});
@@ -409,7 +449,7 @@ struct Tokenizer::Impl {
   FormatError format_error(const std::string& what) const { return FormatError(origin + ": " + what); }
 
   // ---- Pre-tokenizer: the pattern's alternatives, tried in order at `i` as a backtracking regex engine would.
-  size_t piece_end(const unsigned char* s, size_t i, size_t n) const {
+  [[gnu::always_inline]] size_t piece_end(const unsigned char* s, size_t i, size_t n) const {
     // (?i:'s|'t|'re|'ve|'m|'ll|'d); under Unicode case folding U+017F (long s) also matches s.
     if (s[i] == '\'' && i + 1 < n) {
       auto lower = [](unsigned char c) { return (c >= 'A' && c <= 'Z') ? (c | 0x20) : c; };
@@ -497,10 +537,12 @@ struct Tokenizer::Impl {
   }
 
   void merge_large(int32_t* ids, size_t n, std::vector<int32_t>& out) const {
+    // A candidate remembers the pair it was made for, so a stale one (a side merged away since) is recognized
+    // without another table lookup.
     struct Candidate {
-      uint32_t rank;
-      uint32_t position;
-      bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : position > o.position; }
+      uint64_t order;  // rank << 32 | position: lowest rank first, then leftmost, in one comparison
+      int32_t left, right, merged;
+      bool operator>(const Candidate& o) const { return order > o.order; }
     };
     thread_local std::vector<int32_t> previous, next;
     thread_local std::vector<Candidate> heap;  // a min-heap on (rank, position), kept between calls
@@ -512,37 +554,29 @@ struct Tokenizer::Impl {
     }
     heap.clear();
     const auto later = std::greater<Candidate>();
-    auto push = [&](uint32_t rank, int32_t position) {
-      heap.push_back({rank, uint32_t(position)});
-      std::push_heap(heap.begin(), heap.end(), later);
+    auto candidate = [&](int32_t position, int32_t right_position) {
+      const MergeTable::Merge m = merges.find(ids[position], ids[right_position]);
+      if (m.rank == kNoMerge) return false;
+      heap.push_back({uint64_t(m.rank) << 32 | uint32_t(position), ids[position], ids[right_position], m.merged});
+      return true;
     };
-    for (size_t i = 0; i + 1 < n; ++i) {
-      const MergeTable::Merge m = merges.find(ids[i], ids[i + 1]);
-      if (m.rank != kNoMerge) heap.push_back({m.rank, uint32_t(i)});
-    }
+    for (size_t i = 0; i + 1 < n; ++i) candidate(int32_t(i), int32_t(i + 1));
     std::make_heap(heap.begin(), heap.end(), later);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), later);
       const Candidate top = heap.back();
       heap.pop_back();
-      const int32_t left = int32_t(top.position);
+      const int32_t left = int32_t(uint32_t(top.order));
       const int32_t right = next[size_t(left)];
-      if (ids[left] < 0 || right < 0) continue;  // merged away, or no right neighbour any more
-      const MergeTable::Merge m = merges.find(ids[left], ids[right]);
-      if (m.rank != top.rank) continue;  // the pair changed since this candidate was pushed
-      ids[left] = m.merged;
+      if (right < 0 || ids[left] != top.left || ids[right] != top.right) continue;  // stale
+      ids[left] = top.merged;
       ids[right] = -1;
       next[size_t(left)] = next[size_t(right)];
       if (next[size_t(left)] >= 0) previous[size_t(next[size_t(left)])] = left;
-      if (previous[size_t(left)] >= 0) {
-        const int32_t p = previous[size_t(left)];
-        const MergeTable::Merge before = merges.find(ids[p], ids[left]);
-        if (before.rank != kNoMerge) push(before.rank, p);
-      }
-      if (next[size_t(left)] >= 0) {
-        const MergeTable::Merge after = merges.find(ids[left], ids[next[size_t(left)]]);
-        if (after.rank != kNoMerge) push(after.rank, left);
-      }
+      if (previous[size_t(left)] >= 0 && candidate(previous[size_t(left)], left))
+        std::push_heap(heap.begin(), heap.end(), later);
+      if (next[size_t(left)] >= 0 && candidate(left, next[size_t(left)]))
+        std::push_heap(heap.begin(), heap.end(), later);
     }
     for (int32_t i = 0; i >= 0; i = next[size_t(i)]) out.push_back(ids[i]);
   }
@@ -580,21 +614,23 @@ struct Tokenizer::Impl {
     cache.insert(p, n, h, out.data() + start, out.size() - start);
   }
   static uint64_t cache_hash(const unsigned char* p, size_t n) {
-    return hash_bytes(p, n) | 1;  // never 0, which marks an empty cache slot
+    return hash_bytes(p, n) | 1;  // never 0, which marks a piece that is not cached
   }
 
   void encode_normalized(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
-    // Pieces go in batches: the cache slots of a whole batch are prefetched before the first lookup, so the
-    // memory latency of a cache that outgrows L2 overlaps instead of adding up piece by piece.
+    // Pieces go in batches, and a batch is scanned (its cache slots prefetched) before the previous one is
+    // looked up, so the memory latency of a cache larger than L2 overlaps instead of adding up piece by piece.
     constexpr size_t kBatch = 16;
     struct Piece {
       uint32_t begin, length;
-      uint64_t hash;
+      uint64_t hash;  // 0: not cached (one byte, or too long)
     };
-    Piece batch[kBatch];
-    for (size_t i = 0; i < n;) {
+    Piece batches[2][kBatch];
+    size_t counts[2] = {0, 0};
+    size_t i = 0;
+    auto scan = [&](Piece* batch) {
       size_t count = 0;
       while (count < kBatch && i < n) {
         const size_t end = piece_end(s, i, n);
@@ -606,8 +642,14 @@ struct Tokenizer::Impl {
         }
         i = end;
       }
-      for (size_t k = 0; k < count; ++k) {
-        const Piece& piece = batch[k];
+      return count;
+    };
+    int current = 0;
+    counts[current] = scan(batches[current]);
+    while (counts[current] > 0) {
+      counts[1 - current] = scan(batches[1 - current]);
+      for (size_t k = 0; k < counts[current]; ++k) {
+        const Piece& piece = batches[current][k];
         const unsigned char* p = s + piece.begin;
         if (piece.length == 1) {
           out.push_back(byte_to_id[p[0]]);
@@ -617,6 +659,7 @@ struct Tokenizer::Impl {
           encode_cached_piece(p, piece.length, piece.hash, out, cache);
         }
       }
+      current = 1 - current;
     }
   }
 
