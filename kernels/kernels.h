@@ -125,6 +125,16 @@ struct SiluMulArgs {
   int64_t tokens, inter;
 };
 
+// The gate|up projection with SwiGLU in its epilogue (decode GEMV): a warp computes gate row i and up row i
+// together and writes act[t][i] = bf16(bf16(silu(g)) * u) with g, u rounded to bf16 first, as transformers'
+// bf16 gate_proj / up_proj outputs are. The (tokens, 2 * inter) gate|up activations never touch memory.
+struct GateUpSwigluArgs {
+  const bf16* x;          // (m, k)
+  const bf16* w_gate_up;  // (2 * inter, k): gate_proj rows, then up_proj rows
+  bf16* out;              // (m, inter)
+  int64_t m, inter, k;
+};
+
 // ---- 06 residual add ---------------------------------------------------------------------------------------------
 struct AddArgs {
   bf16* h;             // (n) in/out: h = bf16(h + delta)

@@ -31,6 +31,12 @@ bool silu_mul_v0_supports(const SiluMulArgs&);
 void launch_add_v0(const AddArgs&, cudaStream_t);
 bool add_v0_supports(const AddArgs&);
 void launch_sample_v0(const SampleArgs&, cudaStream_t);
+void launch_gemm_v4(const GemmArgs&, cudaStream_t);
+bool gemm_v4_supports(const GemmArgs&);
+void launch_gate_up_swiglu_v1(const GateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_v1_supports(const GateUpSwigluArgs&);
+void launch_attention_v2(const AttentionArgs&, cudaStream_t);
+bool attention_v2_supports(const AttentionArgs&);
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
   static const std::vector<KernelVersion<EmbeddingArgs>> v{
@@ -65,6 +71,8 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
        launch_gemm_v2, gemm_v2_supports},
       {"v3_gemm_mma", "prefill: mma.sync bf16 tensor cores, ldmatrix, 4-stage cp.async, 128x128x32 tiles",
        launch_gemm_v3, gemm_v3_supports},
+      {"v4_gemv_pdl", "decode: double-buffered weight loads, first group issued before the PDL wait",
+       launch_gemm_v4, gemm_v4_supports},
   };
   return v;
 }
@@ -98,6 +106,8 @@ const std::vector<KernelVersion<AttentionArgs>>& attention_versions() {
        attention_v0_supports},
       {"v1_flash_decode", "split-KV with the GQA group in one CTA, 3-phase chunks + merge kernel",
        launch_attention_v1, attention_v1_supports},
+      {"v2_flash_decode_1k", "v1 in one kernel: the last CTA of each (token, kv head) merges the chunks",
+       launch_attention_v2, attention_v2_supports},
   };
   return v;
 }
@@ -106,6 +116,14 @@ const std::vector<KernelVersion<SiluMulArgs>>& silu_mul_versions() {
   static const std::vector<KernelVersion<SiluMulArgs>> v{
       {"v0_silu_mul", "elementwise on the fused gate|up output, 16-byte vectors", launch_silu_mul_v0,
        silu_mul_v0_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions() {
+  static const std::vector<KernelVersion<GateUpSwigluArgs>> v{
+      {"v1_gate_up_swiglu", "gate and up rows in one warp, SwiGLU in the GEMV epilogue (v0 = gemm + silu_mul)",
+       launch_gate_up_swiglu_v1, gate_up_swiglu_v1_supports},
   };
   return v;
 }

@@ -1,6 +1,7 @@
 // v0_rmsnorm: one block per row, scalar loads, two passes over the row (sum of squares, then scale).
 // Also v0_add_rmsnorm, the residual add and the norm in one block but still scalar.
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 
 // PRECOND: blockDim.x == kThreads; y may alias x (each element is read before it is written by the same thread).
 __global__ void rmsnorm_kernel(const bf16* x, const bf16* __restrict__ weight, bf16* y, int64_t n, float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ float scratch[32];
   const bf16* row = x + blockIdx.x * n;
   float sum_sq = 0.0f;
@@ -30,6 +33,8 @@ __global__ void rmsnorm_kernel(const bf16* x, const bf16* __restrict__ weight, b
 
 __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* __restrict__ delta, const bf16* __restrict__ weight,
                                    bf16* __restrict__ y, int64_t n, float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ float scratch[32];
   bf16* row = residual + blockIdx.x * n;
   const bf16* d = delta + blockIdx.x * n;
@@ -52,12 +57,12 @@ __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* __restrict__ delt
 }  // namespace
 
 void launch_rmsnorm_v0(const RmsnormArgs& a, cudaStream_t stream) {
-  rmsnorm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.weight, a.y, a.n, a.eps);
+  launch(rmsnorm_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.x, a.weight, a.y, a.n, a.eps);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_rmsnorm_v0(const AddRmsnormArgs& a, cudaStream_t stream) {
-  add_rmsnorm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.residual, a.delta, a.weight, a.y, a.n, a.eps);
+  launch(add_rmsnorm_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.residual, a.delta, a.weight, a.y, a.n, a.eps);
   CUDA_CHECK_LAUNCH();
 }
 

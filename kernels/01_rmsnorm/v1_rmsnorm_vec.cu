@@ -1,6 +1,7 @@
 // v1: the row stays in registers between the two passes and moves as 16-byte vectors, so the row is read from
 // memory once (v0 reads it twice) with a quarter of the load instructions. Covers rmsnorm and add_rmsnorm.
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
@@ -27,6 +28,8 @@ __device__ __forceinline__ void normalize_store(const float (&v)[kMaxVecsPerThre
 
 // PRECOND: blockDim.x == kThreads, n % 8 == 0, n <= kThreads * 8 * kMaxVecsPerThread, 16-byte aligned rows.
 __global__ void rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ weight, bf16* y, int64_t n, float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ float scratch[32];
   const int vecs_per_row = int(n / 8);
   const Bf16x8* row = reinterpret_cast<const Bf16x8*>(x + blockIdx.x * n);
@@ -48,6 +51,8 @@ __global__ void rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ weigh
 __global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ delta,
                                        const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
                                        float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ float scratch[32];
   const int vecs_per_row = int(n / 8);
   Bf16x8* row = reinterpret_cast<Bf16x8*>(residual + blockIdx.x * n);
@@ -80,12 +85,12 @@ bool add_rmsnorm_v1_supports(const AddRmsnormArgs& a) {
 }
 
 void launch_rmsnorm_v1(const RmsnormArgs& a, cudaStream_t stream) {
-  rmsnorm_vec_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.weight, a.y, a.n, a.eps);
+  launch(rmsnorm_vec_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.x, a.weight, a.y, a.n, a.eps);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_rmsnorm_v1(const AddRmsnormArgs& a, cudaStream_t stream) {
-  add_rmsnorm_vec_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.residual, a.delta, a.weight, a.y, a.n, a.eps);
+  launch(add_rmsnorm_vec_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.residual, a.delta, a.weight, a.y, a.n, a.eps);
   CUDA_CHECK_LAUNCH();
 }
 

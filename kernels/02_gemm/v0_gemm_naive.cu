@@ -1,6 +1,7 @@
 // v0_gemm_naive: one thread per output element, scalar loads, fp32 accumulation. The correctness baseline for
 // every shape: neighbouring threads read different weight rows, so loads are uncoalesced and nothing is reused.
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/kernels.h"
 
 namespace qwen3::kernels {
@@ -8,6 +9,8 @@ namespace {
 
 __global__ void gemm_naive_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                   int64_t n, int64_t k, int64_t ldy) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t row = blockIdx.y;
   if (col >= n) return;
@@ -22,7 +25,7 @@ __global__ void gemm_naive_kernel(const bf16* __restrict__ x, const bf16* __rest
 
 void launch_gemm_v0(const GemmArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.n + 255) / 256), unsigned(a.m));
-  gemm_naive_kernel<<<grid, 256, 0, stream>>>(a.x, a.w, a.y, a.n, a.k, a.y_stride());
+  launch(gemm_naive_kernel, dim3(grid), dim3(256), 0, stream, a.x, a.w, a.y, a.n, a.k, a.y_stride());
   CUDA_CHECK_LAUNCH();
 }
 

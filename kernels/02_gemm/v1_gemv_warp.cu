@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
@@ -17,6 +18,8 @@ constexpr int kWarpsPerBlock = 4;
 template <int kTokens>
 __global__ void gemv_warp_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y,
                                  int64_t n, int64_t k, int64_t ldy) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
   if (row >= n) return;
@@ -43,7 +46,7 @@ __global__ void gemv_warp_kernel(const bf16* __restrict__ x, const bf16* __restr
 template <int kTokens>
 void launch_tokens(const GemmArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_warp_kernel<kTokens><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a.x, a.w, a.y, a.n, a.k, a.y_stride());
+  launch(gemv_warp_kernel<kTokens>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a.x, a.w, a.y, a.n, a.k, a.y_stride());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/reduce.cuh"
@@ -31,6 +32,8 @@ template <int kTokens, int kRows>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
     gemv_stream_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ y, int64_t n,
                        int64_t k, int64_t ldy) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
   if (row0 >= n) return;
@@ -82,7 +85,7 @@ template <int kTokens, int kRows>
 void launch_shape(const GemmArgs& a, cudaStream_t stream) {
   const int64_t rows_per_block = int64_t(kWarpsPerBlock) * kRows;
   const unsigned blocks = unsigned((a.n + rows_per_block - 1) / rows_per_block);
-  gemv_stream_kernel<kTokens, kRows><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a.x, a.w, a.y, a.n, a.k, a.y_stride());
+  launch(gemv_stream_kernel<kTokens, kRows>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a.x, a.w, a.y, a.n, a.k, a.y_stride());
 }
 
 }  // namespace

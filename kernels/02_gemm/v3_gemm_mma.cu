@@ -7,6 +7,7 @@
 //    operand) is read from HBM about once, the activations (T x k) stay in L2.
 // Rejected for now: wgmma/TMA (Hopper only; the next version), split-K (prefill shapes already fill 132 SMs).
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/kernels.h"
 
@@ -39,6 +40,8 @@ __device__ __forceinline__ void load_tile(bf16* smem, const bf16* __restrict__ g
 __global__ void __launch_bounds__(kThreads) gemm_mma_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w,
                                                              bf16* __restrict__ y, int64_t m, int64_t n, int64_t k,
                                                              int64_t ldy) {
+  pdl_launch_dependents();
+  pdl_wait();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -129,7 +132,7 @@ void launch_gemm_v3(const GemmArgs& a, cudaStream_t stream) {
   }();
   (void)configured;
   const dim3 grid(unsigned((a.m + kBlockM - 1) / kBlockM), unsigned((a.n + kBlockN - 1) / kBlockN));
-  gemm_mma_kernel<<<grid, kThreads, kSmemBytes, stream>>>(a.x, a.w, a.y, a.m, a.n, a.k, a.y_stride());
+  launch(gemm_mma_kernel, dim3(grid), dim3(kThreads), kSmemBytes, stream, a.x, a.w, a.y, a.m, a.n, a.k, a.y_stride());
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,7 @@
 // before it (rmsnorm over head_dim) and the KV-cache store after it (v0_kv_write).
 #include "kernels/03_rope/rope_math.cuh"
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/kernels.h"
 
 namespace qwen3::kernels {
@@ -10,6 +11,8 @@ namespace {
 __global__ void rope_kernel(bf16* q, bf16* k, const int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, float attention_factor, int64_t q_heads,
                             int64_t kv_heads, int64_t head_dim) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t token = blockIdx.x;
   const int64_t half = head_dim / 2;
   const int32_t position = positions[token];
@@ -30,6 +33,8 @@ __global__ void kv_write_kernel(const bf16* __restrict__ k, const bf16* __restri
                                 bf16* __restrict__ v_cache, const int32_t* __restrict__ positions,
                                 const int32_t* __restrict__ slots, int64_t kv_width, int64_t max_ctx,
                                 int64_t k_row_stride, int64_t v_row_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t token = blockIdx.x;
   const int64_t slot = slots ? slots[token] : 0;
   const int64_t dst = (slot * max_ctx + positions[token]) * kv_width;
@@ -42,13 +47,13 @@ __global__ void kv_write_kernel(const bf16* __restrict__ k, const bf16* __restri
 }  // namespace
 
 void launch_rope_v0(const RopeArgs& a, cudaStream_t stream) {
-  rope_kernel<<<unsigned(a.tokens), 256, 0, stream>>>(a.q, a.k, a.positions, a.inv_freq, a.attention_factor,
+  launch(rope_kernel, dim3(unsigned(a.tokens)), dim3(256), 0, stream, a.q, a.k, a.positions, a.inv_freq, a.attention_factor,
                                                        a.q_heads, a.kv_heads, a.head_dim);
   CUDA_CHECK_LAUNCH();
 }
 
 void launch_kv_write_v0(const KvWriteArgs& a, cudaStream_t stream) {
-  kv_write_kernel<<<unsigned(a.tokens), 256, 0, stream>>>(a.k, a.v, a.k_cache, a.v_cache, a.positions, a.slots,
+  launch(kv_write_kernel, dim3(unsigned(a.tokens)), dim3(256), 0, stream, a.k, a.v, a.k_cache, a.v_cache, a.positions, a.slots,
                                                           a.kv_heads * a.head_dim, a.max_ctx, a.k_row_stride,
                                                           a.v_row_stride);
   CUDA_CHECK_LAUNCH();

@@ -4,6 +4,7 @@
 // (E = head_dim / 64), so each RoPE pair (j, j + head_dim/2) sits in one lane and needs no shuffle.
 #include "kernels/03_rope/rope_math.cuh"
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
 
@@ -16,6 +17,8 @@ constexpr int kWarpsPerBlock = 4;
 // Warps [0, q_heads) of a token normalize+rotate q heads; [q_heads, q_heads + kv_heads) do k heads and copy v.
 template <int kPerLane>
 __global__ void qk_norm_rope_cache_kernel(QkNormRopeCacheArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   constexpr int kHeadDim = 64 * kPerLane;
   constexpr int kHalf = kHeadDim / 2;
   const int lane = threadIdx.x % kWarpSize;
@@ -75,9 +78,9 @@ void launch_qk_norm_rope_cache_v1(const QkNormRopeCacheArgs& a, cudaStream_t str
   const int64_t warps = a.tokens * (a.q_heads + a.kv_heads);
   const unsigned blocks = unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (a.head_dim == 128) {
-    qk_norm_rope_cache_kernel<2><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+    launch(qk_norm_rope_cache_kernel<2>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a);
   } else {
-    qk_norm_rope_cache_kernel<1><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+    launch(qk_norm_rope_cache_kernel<1>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a);
   }
   CUDA_CHECK_LAUNCH();
 }

@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
 
@@ -15,6 +16,8 @@ constexpr int kWarpsPerBlock = 4;
 // PRECOND: head_dim == 32 * kPerLane.
 template <int kPerLane>
 __global__ void attention_kernel(AttentionArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   constexpr int kHeadDim = 32 * kPerLane;
   const int lane = threadIdx.x % kWarpSize;
   const int64_t global_warp = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
@@ -59,9 +62,9 @@ void launch_attention_v0(const AttentionArgs& a, cudaStream_t stream) {
   const int64_t warps = a.tokens * a.q_heads;
   const unsigned blocks = unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   if (a.head_dim == 128) {
-    attention_kernel<4><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+    launch(attention_kernel<4>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a);
   } else {
-    attention_kernel<2><<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(a);
+    launch(attention_kernel<2>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream, a);
   }
   CUDA_CHECK_LAUNCH();
 }

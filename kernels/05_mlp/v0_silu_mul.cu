@@ -2,6 +2,7 @@
 // accesses. silu(gate) is computed in fp32 and rounded to bf16 (torch's bf16 silu), then multiplied by up and
 // rounded again (the bf16 elementwise product).
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/kernels.h"
 
@@ -11,6 +12,8 @@ namespace {
 // PRECOND: inter % 8 == 0, 16-byte aligned rows.
 __global__ void silu_mul_kernel(const bf16* __restrict__ gate_up, bf16* __restrict__ out, int64_t tokens,
                                 int64_t inter) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t vecs_per_token = inter / 8;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * vecs_per_token) return;
@@ -30,7 +33,7 @@ bool silu_mul_v0_supports(const SiluMulArgs& a) { return a.inter % 8 == 0; }
 
 void launch_silu_mul_v0(const SiluMulArgs& a, cudaStream_t stream) {
   const int64_t threads = a.tokens * (a.inter / 8);
-  silu_mul_kernel<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(a.gate_up, a.out, a.tokens, a.inter);
+  launch(silu_mul_kernel, dim3(unsigned((threads + 255) / 256)), dim3(256), 0, stream, a.gate_up, a.out, a.tokens, a.inter);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
 
@@ -122,6 +123,8 @@ __device__ uint32_t radix_select_top(const RowView& row, int64_t vocab, float in
 
 // PRECOND: blockDim.x == kThreads; one block per row.
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
   __shared__ float s_val[32];
   __shared__ int64_t s_idx[32];
   __shared__ float hist[kBins];
@@ -214,7 +217,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
 int64_t sample_workspace_floats(int64_t /*rows*/, int64_t /*vocab*/) { return 0; }
 
 void launch_sample_v0(const SampleArgs& a, cudaStream_t stream) {
-  sample_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a);
+  launch(sample_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "cli/common.h"
@@ -62,6 +63,8 @@ void register_bench(CLI::App& app) {
     uint64_t seed = 1;
     double peak = 0;
     bool json = false;
+    std::string decode_gemm, decode_attention;  // overrides of the path's kernel choices
+    std::optional<bool> pdl, graph, fused_swiglu;
   };
   auto o = std::make_shared<Options>();
   auto* source = cmd->add_option_group("weights");
@@ -71,19 +74,29 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens (random ids)")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--gen", o->gen, "Decode steps timed")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--batch", o->batch, "Sequences decoded together")->check(CLI::Range(1, 8));
-  cmd->add_option("--path", o->path, "Kernel path: fast, cublas (cuBLAS GEMMs) or v0 (every op's baseline)")
-      ->check(CLI::IsMember({"fast", "cublas", "v0"}));
+  cmd->add_option("--path", o->path, "Kernel path: fast, fast-v1, cublas (cuBLAS GEMMs) or v0 (every baseline)")
+      ->check(CLI::IsMember({"fast", "fast-v1", "cublas", "v0"}));
   cmd->add_option("--ctx-size", o->context, "KV-cache positions (default: prompt + warm-up + gen)");
   cmd->add_option("--warmup", o->warmup, "Untimed decode steps first")->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--repeat", o->repeat, "Prefill timings (median reported)")->check(CLI::Range(1, 100));
   cmd->add_option("--seed", o->seed, "Seed of the synthetic weights and the prompt");
   cmd->add_option("--peak-gb-s", o->peak, "Read bandwidth to report against (default: newest measure_peaks)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_option("--decode-gemm", o->decode_gemm, "Override the decode GEMM version (kernels/registry.cu)");
+  cmd->add_option("--decode-attention", o->decode_attention, "Override the decode attention version");
+  cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
+  cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
+  cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
   cmd->callback([o] {
 #ifndef QWEN3_HAVE_CUDA
     throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
 #else
     EngineOptions options = EngineOptions::preset(o->path);
+    if (!o->decode_gemm.empty()) options.decode_gemm = o->decode_gemm;
+    if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
+    if (o->pdl) options.pdl = *o->pdl;
+    if (o->graph) options.cuda_graph = *o->graph;
+    if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
     options.max_batch = o->batch;
     options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 1;
     std::unique_ptr<Checkpoint> checkpoint;
@@ -158,6 +171,10 @@ void register_bench(CLI::App& app) {
     j["pct_of_peak"] = 100.0 * effective / peak;
     j["launches_per_step"] = engine->launches_per_decode_step();
     j["cuda_graph"] = options.cuda_graph;
+    j["pdl"] = options.pdl;
+    j["fused_swiglu"] = options.fused_swiglu;
+    j["decode_gemm"] = options.cublas_gemm ? std::string("cublas") : options.decode_gemm;
+    j["decode_attention"] = options.decode_attention;
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;
     if (o->json) {

@@ -51,6 +51,7 @@ void register_logits(CLI::App& app);
 void register_run(CLI::App& app);
 void register_tokenize(CLI::App& app);  // tokenize and detokenize: cmd_tokenize.cpp
 void register_detokenize(CLI::App& app);
+void register_bench(CLI::App& app);  // cmd_bench.cpp
 void register_template(CLI::App& app);  // cmd_template.cpp
 
 }  // namespace qwen3::cli

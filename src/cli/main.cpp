@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   qwen3::cli::register_run(app);
   qwen3::cli::register_tokenize(app);
   qwen3::cli::register_detokenize(app);
+  qwen3::cli::register_bench(app);
   qwen3::cli::register_template(app);
   try {
     app.parse(argc, argv);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "engine/device_buffer.h"
 #include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
 #include "kernels/registry.h"
 #include "model/qwen3_weights.h"
 #include "model/rope.h"
@@ -36,6 +37,14 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "fast") return o;
   if (name == "cublas") {
     o.cublas_gemm = true;
+    o.fused_swiglu = false;  // the baseline keeps every GEMM in cuBLAS
+    return o;
+  }
+  if (name == "fast-v1") {
+    o.decode_gemm = "v2_gemv_stream";
+    o.decode_attention = "v1_flash_decode";
+    o.fused_swiglu = false;
+    o.pdl = false;
     return o;
   }
   if (name == "v0") {
@@ -46,10 +55,12 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.rmsnorm = "v0_rmsnorm";
     o.add_rmsnorm = "v0_add_rmsnorm";
     o.fused = false;
+    o.fused_swiglu = false;
     o.cuda_graph = false;
+    o.pdl = false;
     return o;
   }
-  throw InputError("unknown engine path '" + name + "' (expected fast, cublas or v0)");
+  throw InputError("unknown engine path '" + name + "' (expected fast, fast-v1, cublas or v0)");
 }
 
 ModelConfig synthetic_qwen3_config(const std::string& name) {
@@ -104,15 +115,20 @@ __global__ void fill_uniform_kernel(bf16* out, int64_t n, uint64_t seed, float s
 }
 
 // After sampling: the sampled token becomes the slot's next input; its position advances; penalties count it.
+// Counts only for slots whose sampling uses penalties (the host never runs ahead of those, see forward_and_sample).
 __global__ void advance_kernel(const int32_t* __restrict__ sampled, int32_t* __restrict__ next_ids,
-                               int32_t* __restrict__ positions, int32_t* __restrict__ counts, int64_t batch,
-                               int64_t vocab) {
+                               int32_t* __restrict__ positions, int32_t* __restrict__ counts,
+                               const kernels::DeviceSampling* __restrict__ params, int64_t batch, int64_t vocab) {
+  kernels::pdl_launch_dependents();
+  kernels::pdl_wait();
   const int64_t b = threadIdx.x;
   if (b >= batch) return;
   const int32_t token = sampled[b];
   next_ids[b] = token;
   if (positions) positions[b] += 1;
-  counts[b * vocab + token] += 1;
+  const kernels::DeviceSampling p = params[b];
+  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    counts[b * vocab + token] += 1;
 }
 
 constexpr size_t kAlign = 256;
@@ -183,6 +199,9 @@ struct CudaEngine::Impl {
   bool cublas = false;
 
   std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (batch, context bucket) -> decode step
+  bool speculating = false;       // a decode step for slot 0 is in flight, fed with speculative_input
+  int32_t speculative_input = -1;
+  cudaEvent_t timing_start = nullptr, timing_stop = nullptr;  // set while decode() times its steps
   std::vector<SamplingParams> slot_params;
   std::vector<bool> slot_has_penalties;
 
@@ -229,6 +248,8 @@ void CudaEngine::init() {
   Impl& m = *impl_;
   CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
   m.cublas = options_.cublas_gemm;
+  // Process-wide: the kernels read it at launch. Off for paths that do not ask for it.
+  kernels::set_programmatic_dependent_launch(options_.pdl);
   m.decode_gemm = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm);
   m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
   m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
@@ -281,6 +302,7 @@ void CudaEngine::init() {
   m.in_prompt = DeviceBuffer(size_t(B * V));
   m.attention_workspace =
       DeviceBuffer(size_t(kernels::attention_workspace_floats(B, c.num_heads, c.head_dim, context_)) * 4);
+  CUDA_CHECK(cudaMemset(m.attention_workspace.as<void>(), 0, m.attention_workspace.bytes()));  // merge counters
   m.host_ints_capacity = std::max(m.rows, m.logit_rows) * 2;
   m.host_ints = PinnedBuffer(size_t(m.host_ints_capacity) * 4);
 
@@ -454,6 +476,7 @@ CudaEngine::CudaEngine(const ModelConfig& config, uint64_t seed, const EngineOpt
 
 CudaEngine::~CudaEngine() {
   if (!impl_) return;
+  if (impl_->stream) cudaStreamSynchronize(impl_->stream);  // a speculative step may still write pinned memory
   for (auto& [key, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 }
@@ -522,9 +545,15 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     attention->launch(attention_args, s);
     m.count();
     m.gemm(attn, L.wo, tmp, rows, H, QD);
+    const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows <= 8;
     if (o.fused) {
       add_rmsnorm(L.post_norm);
-      m.gemm(x, L.w_gate_up, gate_up, rows, 2 * I, H);
+      if (swiglu_in_gemv) {
+        kernels::gate_up_swiglu_versions()[0].launch({x, L.w_gate_up, act, rows, I, H}, s);
+        m.count();
+      } else {
+        m.gemm(x, L.w_gate_up, gate_up, rows, 2 * I, H);
+      }
     } else {
       kernels::add_versions()[0].launch({h, tmp, rows * H}, s);
       m.count();
@@ -532,8 +561,10 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       m.gemm(x, L.w_gate_up, gate_up, rows, I, H, 2 * I);
       m.gemm(x, L.w_gate_up + I * H, gate_up + I, rows, I, H, 2 * I);
     }
-    kernels::silu_mul_versions()[0].launch({gate_up, act, rows, I}, s);
-    m.count();
+    if (!(o.fused && swiglu_in_gemv)) {
+      kernels::silu_mul_versions()[0].launch({gate_up, act, rows, I}, s);
+      m.count();
+    }
     m.gemm(act, L.w_down, tmp, rows, H, I);
     if (o.fused) {
       add_rmsnorm(l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm);
@@ -573,8 +604,9 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
       m.stream);
   m.count();
-  advance_kernel<<<1, 32, 0, m.stream>>>(m.sampled.as<int32_t>(), m.next_ids.as<int32_t>(),
-                                         m.next_positions.as<int32_t>(), m.counts.as<int32_t>(), batch, V);
+  kernels::launch(advance_kernel, dim3(1), dim3(32), 0, m.stream, m.sampled.as<int32_t>(), m.next_ids.as<int32_t>(),
+                  m.next_positions.as<int32_t>(), m.counts.as<int32_t>(),
+                  static_cast<const kernels::DeviceSampling*>(m.sampling.as<kernels::DeviceSampling>()), batch, V);
   CUDA_CHECK_LAUNCH();
   m.count();
   m.counting = false;
@@ -583,15 +615,19 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
 void CudaEngine::set_sampling(int64_t slot, const SamplingParams& params) {
   Impl& m = *impl_;
   validate_sampling_params(params);
+  drain_speculation();
   const kernels::DeviceSampling d = to_device(params);
-  CUDA_CHECK(cudaMemcpy(m.sampling.as<kernels::DeviceSampling>() + slot, &d, sizeof(d), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemset(m.steps.as<uint64_t>() + slot, 0, 8));
+  CUDA_CHECK(cudaMemcpyAsync(m.sampling.as<kernels::DeviceSampling>() + slot, &d, sizeof(d), cudaMemcpyHostToDevice,
+                             m.stream));
+  CUDA_CHECK(cudaMemsetAsync(m.steps.as<uint64_t>() + slot, 0, 8, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));  // d lives on this stack frame
   m.slot_params[size_t(slot)] = params;
   m.slot_has_penalties[size_t(slot)] = params.has_penalties();
 }
 
 void CudaEngine::reset_slot(int64_t slot) {
   Impl& m = *impl_;
+  drain_speculation();
   lengths_[size_t(slot)] = 0;
   const int64_t V = config_.vocab_size;
   CUDA_CHECK(cudaMemsetAsync(m.counts.as<int32_t>() + slot * V, 0, size_t(V) * 4, m.stream));
@@ -599,6 +635,7 @@ void CudaEngine::reset_slot(int64_t slot) {
 }
 
 void CudaEngine::truncate(int64_t n) {
+  drain_speculation();
   if (n <= 0) {
     reset_slot(0);
     return;
@@ -640,6 +677,7 @@ void prefill_chunks(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptio
 
 int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   Impl& m = *impl_;
+  drain_speculation();
   const ModelConfig& c = config_;
   const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
   if (slot < 0 || slot >= options_.max_batch) throw InputError("prefill: slot out of range");
@@ -671,8 +709,10 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
        m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot, m.sampled.as<int32_t>() + slot, 1, V,
        nullptr},
       m.stream);
-  advance_kernel<<<1, 32, 0, m.stream>>>(m.sampled.as<int32_t>() + slot, m.next_ids.as<int32_t>() + slot, nullptr,
-                                         m.counts.as<int32_t>() + slot * V, 1, V);
+  kernels::launch(advance_kernel, dim3(1), dim3(32), 0, m.stream, m.sampled.as<int32_t>() + slot,
+                  m.next_ids.as<int32_t>() + slot, static_cast<int32_t*>(nullptr), m.counts.as<int32_t>() + slot * V,
+                  static_cast<const kernels::DeviceSampling*>(m.sampling.as<kernels::DeviceSampling>() + slot),
+                  int64_t(1), V);
   CUDA_CHECK_LAUNCH();
   int32_t* staging = m.host_ints.as<int32_t>();
   staging[0] = int32_t(lengths_[size_t(slot)]);
@@ -682,7 +722,7 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   return staging[1];
 }
 
-std::vector<int32_t> CudaEngine::decode(int64_t batch, int64_t steps, double* elapsed_ms) {
+void CudaEngine::enqueue_decode(int64_t batch, int64_t steps, int32_t* host_tokens) {
   Impl& m = *impl_;
   if (batch < 1 || batch > options_.max_batch) throw InputError("decode: batch out of range");
   int64_t longest = 0;
@@ -698,12 +738,6 @@ std::vector<int32_t> CudaEngine::decode(int64_t batch, int64_t steps, double* el
   int64_t bucket = 256;
   while (bucket < longest + steps) bucket *= 2;
   bucket = std::min(bucket, context_);
-  std::vector<int32_t> tokens(size_t(batch * steps));
-  if (m.host_ints_capacity < batch * steps) {
-    m.host_ints = PinnedBuffer(size_t(batch * steps) * 4);
-    m.host_ints_capacity = batch * steps;
-  }
-  int32_t* staging = m.host_ints.as<int32_t>();
   cudaGraphExec_t exec = nullptr;
   if (options_.cuda_graph) {
     auto key = std::make_pair(batch, bucket);
@@ -719,37 +753,72 @@ std::vector<int32_t> CudaEngine::decode(int64_t batch, int64_t steps, double* el
     }
     exec = it->second;
   }
-  cudaEvent_t start = nullptr, stop = nullptr;
-  if (elapsed_ms) {
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    CUDA_CHECK(cudaEventRecord(start, m.stream));
-  }
+  if (m.timing_start) CUDA_CHECK(cudaEventRecord(m.timing_start, m.stream));
   for (int64_t step = 0; step < steps; ++step) {
     if (exec) {
       CUDA_CHECK(cudaGraphLaunch(exec, m.stream));
     } else {
       run_decode_step(batch, bucket - 1);
     }
-    CUDA_CHECK(cudaMemcpyAsync(staging + step * batch, m.sampled.as<int32_t>(), size_t(batch) * 4,
+    CUDA_CHECK(cudaMemcpyAsync(host_tokens + step * batch, m.sampled.as<int32_t>(), size_t(batch) * 4,
                                cudaMemcpyDeviceToHost, m.stream));
   }
-  if (elapsed_ms) CUDA_CHECK(cudaEventRecord(stop, m.stream));
+  if (m.timing_stop) CUDA_CHECK(cudaEventRecord(m.timing_stop, m.stream));
+}
+
+void CudaEngine::drain_speculation() {
+  Impl& m = *impl_;
+  if (!m.speculating) return;
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.speculating = false;
+  // The step ran ahead of the host: put slot 0's decode inputs back to what the host has accepted.
+  int32_t* staging = m.host_ints.as<int32_t>();
+  staging[0] = m.speculative_input;
+  staging[1] = int32_t(lengths_[0]);
+  CUDA_CHECK(cudaMemcpyAsync(m.next_ids.as<int32_t>(), staging, 4, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>(), staging + 1, 4, cudaMemcpyHostToDevice, m.stream));
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+}
+
+std::vector<int32_t> CudaEngine::decode(int64_t batch, int64_t steps, double* elapsed_ms) {
+  Impl& m = *impl_;
+  drain_speculation();
+  if (m.host_ints_capacity < batch * steps) {
+    m.host_ints = PinnedBuffer(size_t(batch * steps) * 4);
+    m.host_ints_capacity = batch * steps;
+  }
+  if (elapsed_ms) {
+    CUDA_CHECK(cudaEventCreate(&m.timing_start));
+    CUDA_CHECK(cudaEventCreate(&m.timing_stop));
+  }
+  int32_t* staging = m.host_ints.as<int32_t>();
+  try {
+    enqueue_decode(batch, steps, staging);
+  } catch (...) {
+    if (elapsed_ms) {
+      cudaEventDestroy(m.timing_start);
+      cudaEventDestroy(m.timing_stop);
+      m.timing_start = m.timing_stop = nullptr;
+    }
+    throw;
+  }
   CUDA_CHECK(cudaStreamSynchronize(m.stream));
   if (elapsed_ms) {
     float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_CHECK(cudaEventElapsedTime(&ms, m.timing_start, m.timing_stop));
     *elapsed_ms = ms;
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
+    cudaEventDestroy(m.timing_start);
+    cudaEventDestroy(m.timing_stop);
+    m.timing_start = m.timing_stop = nullptr;
   }
-  std::memcpy(tokens.data(), staging, tokens.size() * 4);
+  std::vector<int32_t> tokens(staging, staging + batch * steps);
   for (int64_t b = 0; b < batch; ++b) lengths_[size_t(b)] += steps;
   return tokens;
 }
 
 void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_position, ForwardOutput& out) {
   Impl& m = *impl_;
+  drain_speculation();
   const ModelConfig& c = config_;
   const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
   const int64_t pos0 = lengths_[0];
@@ -794,25 +863,48 @@ int32_t CudaEngine::forward_and_sample(std::span<const int32_t> tokens, Sampler&
       p.min_p != current.min_p || p.repetition_penalty != current.repetition_penalty ||
       p.presence_penalty != current.presence_penalty || p.frequency_penalty != current.frequency_penalty ||
       p.seed != current.seed)
-    set_sampling(0, p);
+    set_sampling(0, p);  // drains any step in flight first
+  int32_t* staging = m.host_ints.as<int32_t>();
+  int32_t token;
   if (tokens.size() == 1 && lengths_[0] > 0) {
-    // Decode: the caller feeds back the token it was given; stage it (and its position) explicitly so any
-    // token sequence works, then run one (graph-captured) step.
-    int32_t* staging = m.host_ints.as<int32_t>();
-    staging[0] = tokens[0];
-    staging[1] = int32_t(lengths_[0]);
-    if (tokens[0] < 0 || tokens[0] >= config_.vocab_size) throw InputError("token id out of range");
-    CUDA_CHECK(cudaMemcpyAsync(m.next_ids.as<int32_t>(), staging, 4, cudaMemcpyHostToDevice, m.stream));
-    CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>(), staging + 1, 4, cudaMemcpyHostToDevice, m.stream));
-    return decode(1, 1)[0];
+    if (m.speculating && tokens[0] == m.speculative_input) {
+      // The step launched at the end of the previous call consumed exactly this token: its result is the answer.
+      CUDA_CHECK(cudaStreamSynchronize(m.stream));
+      m.speculating = false;
+      token = staging[2];
+      lengths_[0] += 1;
+    } else {
+      drain_speculation();
+      // Any token sequence works: stage the token (and its position) explicitly, then run one step.
+      if (tokens[0] < 0 || tokens[0] >= config_.vocab_size) throw InputError("token id out of range");
+      staging[0] = tokens[0];
+      staging[1] = int32_t(lengths_[0]);
+      CUDA_CHECK(cudaMemcpyAsync(m.next_ids.as<int32_t>(), staging, 4, cudaMemcpyHostToDevice, m.stream));
+      CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>(), staging + 1, 4, cudaMemcpyHostToDevice, m.stream));
+      enqueue_decode(1, 1, staging + 2);
+      CUDA_CHECK(cudaStreamSynchronize(m.stream));
+      token = staging[2];
+      lengths_[0] += 1;
+    }
+  } else {
+    drain_speculation();
+    token = prefill(0, tokens);
   }
-  return prefill(0, tokens);
+  // Run ahead: the device already holds `token` as slot 0's next input, so launch the next step now and let the
+  // host stream this token (and check it for eos) while the GPU computes. No host round trip sits between steps.
+  // Not with penalties (a discarded step would have counted its token) and not past the context.
+  if (options_.speculative_decode && !m.slot_has_penalties[0] && lengths_[0] + 1 < context_) {
+    m.speculative_input = token;
+    enqueue_decode(1, 1, staging + 2);
+    m.speculating = true;
+  }
+  return token;
 }
 
 int64_t CudaEngine::decode_weight_bytes() const { return impl_->decode_weight_bytes; }
 
 uint64_t CudaEngine::last_logits_hash(int64_t row) const {
-  const int64_t V = config_.vocab_size;
+  const int64_t V = config_.vocab_size;  // (a step in flight may update the logits: the hash is taken after it)
   std::vector<uint16_t> host(static_cast<size_t>(V));
   CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   CUDA_CHECK(cudaMemcpy(host.data(), impl_->logits.as<bf16>() + row * V, size_t(V) * 2, cudaMemcpyDeviceToHost));

@@ -22,20 +22,24 @@ std::string cuda_device_name();
 
 // Which kernel versions and fusions the engine runs. Presets name the paths the benchmarks compare.
 struct EngineOptions {
-  std::string decode_gemm = "v2_gemv_stream";      // GEMMs with <= 8 rows (decode)
+  std::string decode_gemm = "v4_gemv_pdl";         // GEMMs with <= 8 rows (decode)
   std::string prefill_gemm = "v3_gemm_mma";        // GEMMs with more rows (prefill)
   bool cublas_gemm = false;                        // every GEMM through cuBLAS instead (the baseline path)
-  std::string decode_attention = "v1_flash_decode";
+  std::string decode_attention = "v2_flash_decode_1k";
   std::string prefill_attention = "v0_attention";
   std::string rmsnorm = "v1_rmsnorm_vec";
   std::string add_rmsnorm = "v1_add_rmsnorm_vec";
   bool fused = true;       // fused QKV and gate|up GEMMs, one QK-norm+RoPE+cache kernel, residual add in the norm
+  bool fused_swiglu = true;  // decode: SwiGLU in the gate|up GEMV's epilogue (v1_gate_up_swiglu)
   bool cuda_graph = true;  // capture the decode step once per batch size (and context bucket) and replay it
+  bool pdl = true;         // programmatic dependent launch (sm_90): kernels start while their predecessor drains
+  bool speculative_decode = true;  // forward_and_sample launches the next step before returning a token
   int64_t context = 0;     // KV-cache positions per slot; 0 = min(max_position_embeddings, 16384)
   int64_t max_batch = 1;   // sequence slots (decode batch size)
   int64_t prefill_chunk = 2048;
 
-  // "fast" (the defaults), "v0" (every op's v0, unfused, no graph), "cublas" (fast with cuBLAS GEMMs).
+  // "fast" (the defaults), "v0" (every op's v0, unfused, no graph), "cublas" (fast with cuBLAS GEMMs),
+  // "fast-v1" (the first fast path: v2 GEMV, v1 attention, graph, no PDL, SwiGLU as its own kernel).
   static EngineOptions preset(const std::string& name);
 };
 
@@ -81,6 +85,11 @@ class CudaEngine final : public Backend {
   void prepare(const EngineOptions& options);  // validates, creates the stream and kernel choices
   void init();                                 // KV cache, activations, warm-up (after the weights are on device)
   void run_decode_step(int64_t batch, int64_t max_position);
+  // Launches `steps` decode steps for slots [0, batch) (graph replays) and the copies of their tokens to
+  // host_tokens (pinned, steps * batch); returns without waiting.
+  void enqueue_decode(int64_t batch, int64_t steps, int32_t* host_tokens);
+  // Waits for a speculative step of slot 0 (forward_and_sample) and puts slot 0's device inputs back.
+  void drain_speculation();
 
   ModelConfig config_;
   EngineOptions options_;

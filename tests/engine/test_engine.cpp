@@ -164,7 +164,7 @@ TEST(EngineSampling, SeededAndFiltered) {
   GenerateOptions g;
   g.max_tokens = 40;
   g.ignore_eos = true;
-  g.sampling.temperature = 1.5;
+  g.sampling.temperature = 30.0;  // this model's logits span tens of units: flatten them so draws vary
   g.sampling.seed = 9;
   const std::vector<int32_t> prompt{5, 6, 7};
   const auto a = generate(engine, prompt, g).tokens;
