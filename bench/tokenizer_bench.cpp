@@ -1,8 +1,7 @@
 // Single-threaded encode throughput of our tokenizer on the parity corpus (one JSON string per line), for
-// bench/tokenizer_bench.py, which runs it next to Hugging Face tokenizers and fastokens. Prints one JSON object:
-// bytes and tokens per pass, the cold pass (empty piece cache) and the best and median of the warm passes, in
-// MB/s (10^6 bytes per second).
-// Usage: qwen3_tokenizer_bench TOKENIZER_JSON CORPUS_JSONL [PASSES]
+// bench/tokenizer_bench.py, which runs it next to Hugging Face tokenizers and fastokens. Prints one JSON
+// object: bytes and tokens per pass, the cold pass (empty piece cache) and the best and median of the warm
+// passes, in MB/s (10^6 bytes per second). Usage: qwen3_tokenizer_bench TOKENIZER_JSON CORPUS_JSONL [PASSES]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

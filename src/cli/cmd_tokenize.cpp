@@ -1,8 +1,8 @@
 // qwen3 tokenize   (--model DIR | --tokenizer FILE) ("TEXT" | --text-file FILE | --batch-json FILE)
 // qwen3 detokenize (--model DIR | --tokenizer FILE) (--ids 1,2,3 | --batch-json FILE) [--skip-special-tokens]
-// Text <-> token ids with the checkpoint's tokenizer.json, exactly as Hugging Face tokenizers would. stdout carries
-// only the JSON result: tokenize prints an id array (or an array of them for a batch), detokenize a string (or an
-// array of strings).
+// Text <-> token ids with the checkpoint's tokenizer.json, exactly as Hugging Face tokenizers would. stdout
+// carries only the JSON result: tokenize prints an id array (or an array of them for a batch), detokenize a
+// string (or an array of strings).
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -56,18 +56,22 @@ std::vector<int32_t> ids_of(const nlohmann::json& array, const std::string& wher
   for (const auto& value : array) {
     if (!value.is_number_integer()) throw InputError(where + " holds " + value.dump() + ", not a token id");
     const int64_t id = value.get<int64_t>();
-    if (id < INT32_MIN || id > INT32_MAX) throw InputError("token id " + std::to_string(id) + " is out of range");
+    if (id < INT32_MIN || id > INT32_MAX)
+      throw InputError("token id " + std::to_string(id) + " is out of range");
     ids.push_back(int32_t(id));
   }
   return ids;
 }
 
-void print(const nlohmann::json& result) { std::cout << result.dump() << "\n"; }
+void print(const nlohmann::json& result) {
+  std::cout << result.dump() << "\n";
+}
 
 }  // namespace
 
 void register_tokenize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenize", "Text to token ids (a JSON array), as Hugging Face tokenizers would");
+  auto* cmd =
+      app.add_subcommand("tokenize", "Text to token ids (a JSON array), as Hugging Face tokenizers would");
   auto source = std::make_shared<TokenizerSource>();
   auto text = std::make_shared<std::string>();
   auto text_file = std::make_shared<std::string>();
@@ -75,7 +79,8 @@ void register_tokenize(CLI::App& app) {
   add_tokenizer_source(*cmd, *source);
   auto* text_option = cmd->add_option("text", *text, "The text to encode");
   auto* file_option = cmd->add_option("--text-file", *text_file, "Encode the bytes of this file");
-  auto* batch_option = cmd->add_option("--batch-json", *batch_file, "A JSON array of strings; prints an array of id arrays");
+  auto* batch_option =
+      cmd->add_option("--batch-json", *batch_file, "A JSON array of strings; prints an array of id arrays");
   text_option->excludes(file_option)->excludes(batch_option);
   file_option->excludes(batch_option);
   cmd->callback([source, text, text_option, text_file, batch_file] {
@@ -99,7 +104,8 @@ void register_tokenize(CLI::App& app) {
 }
 
 void register_detokenize(CLI::App& app) {
-  auto* cmd = app.add_subcommand("detokenize", "Token ids to text (a JSON string), as Hugging Face tokenizers would");
+  auto* cmd =
+      app.add_subcommand("detokenize", "Token ids to text (a JSON string), as Hugging Face tokenizers would");
   auto source = std::make_shared<TokenizerSource>();
   auto ids_text = std::make_shared<std::string>();
   auto batch_file = std::make_shared<std::string>();
@@ -111,7 +117,8 @@ void register_detokenize(CLI::App& app) {
   ids_option->excludes(batch_option);
   cmd->add_flag("--skip-special-tokens", *skip_special, "Leave out special tokens (<|im_end|> ...)");
   cmd->callback([source, ids_text, batch_file, skip_special] {
-    if (ids_text->empty() && batch_file->empty()) throw InputError("detokenize: give --ids 1,2,3 or --batch-json FILE");
+    if (ids_text->empty() && batch_file->empty())
+      throw InputError("detokenize: give --ids 1,2,3 or --batch-json FILE");
     const Tokenizer tokenizer = load_tokenizer(*source);
     if (!batch_file->empty()) {
       const nlohmann::json batch = read_json_file(*batch_file);

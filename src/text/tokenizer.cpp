@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
@@ -18,8 +18,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// The pre-tokenizer patterns the hand scanner implements: Qwen2/Qwen3's, and the same with digits grouped by up to
-// three (Llama 3's), which differ only in `\p{N}` vs `\p{N}{1,3}`.
+// The pre-tokenizer patterns the hand scanner implements: Qwen2/Qwen3's, and the same with digits grouped by
+// up to three (Llama 3's), which differ only in `\p{N}` vs `\p{N}{1,3}`.
 constexpr std::string_view kQwenPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kDigitTriplesPattern =
@@ -168,7 +168,9 @@ class MergeTable {
     uint64_t key = kEmpty;
     Merge merge;
   };
-  static uint64_t pack(int32_t left, int32_t right) { return uint64_t(uint32_t(left)) << 32 | uint32_t(right); }
+  static uint64_t pack(int32_t left, int32_t right) {
+    return uint64_t(uint32_t(left)) << 32 | uint32_t(right);
+  }
   static uint64_t mix(uint64_t key) {
     key *= 0x9E3779B97F4A7C15ull;
     return key ^ (key >> 29);
@@ -177,8 +179,8 @@ class MergeTable {
   size_t mask_ = 0;
 };
 
-// GPT-2's byte <-> printable character table: bytes that are printable Latin-1 stand for themselves, the others
-// are shifted to U+0100 and up, in byte order.
+// GPT-2's byte <-> printable character table: bytes that are printable Latin-1 stand for themselves, the
+// others are shifted to U+0100 and up, in byte order.
 struct ByteLevelAlphabet {
   std::array<char32_t, 256> char_of_byte{};
   std::array<int16_t, 324> byte_of_char{};  // every character of the alphabet is below U+0144
@@ -270,11 +272,12 @@ inline size_t previous_char_start(std::string_view s, size_t end) {
   return i;
 }
 
-// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). A slot is half
-// a cache line holding a short piece and its ids inline, so a hit costs one memory access; longer pieces keep
-// their bytes and ids in arenas. It grows up to kMaxSlots and starts over when that fills.
+// Cached ids of recently seen pieces, one cache per thread (so encode stays const and lock-free). A slot is
+// half a cache line holding a short piece and its ids inline, so a hit costs one memory access; longer pieces
+// keep their bytes and ids in arenas. It grows up to kMaxSlots and starts over when that fills.
 class PieceCache {
-  // PRECOND: n <= kInlineBytes and `key` has kInlineBytes readable bytes. Overlapping loads, as in hash_bytes.
+  // PRECOND: n <= kInlineBytes and `key` has kInlineBytes readable bytes. Overlapping loads, as in
+  // hash_bytes.
   static bool same_short_key(const unsigned char* key, const unsigned char* p, size_t n) {
     if (n >= 8) return load64(key) == load64(p) && load64(key + n - 8) == load64(p + n - 8);
     if (n >= 4) return load32(key) == load32(p) && load32(key + n - 4) == load32(p + n - 4);
@@ -387,8 +390,8 @@ struct AddedMatcher {
     size_t token;  // index into added tokens
   };
   std::array<std::vector<Pattern>, 256> by_first_byte;  // longest first
-  std::array<bool, 256> starts{};                        // whether some pattern starts with this byte
-  int only_start = -1;                                   // the one first byte of all patterns, if there is one
+  std::array<bool, 256> starts{};                       // whether some pattern starts with this byte
+  int only_start = -1;                                  // the one first byte of all patterns, if there is one
   bool empty = true;
 
   void add(std::string text, size_t token) {
@@ -405,7 +408,8 @@ struct AddedMatcher {
   // The longest pattern starting at `i`, or nullptr.
   const Pattern* match_at(std::string_view s, size_t i) const {
     for (const Pattern& p : by_first_byte[static_cast<unsigned char>(s[i])]) {
-      if (s.size() - i >= p.text.size() && std::memcmp(s.data() + i, p.text.data(), p.text.size()) == 0) return &p;
+      if (s.size() - i >= p.text.size() && std::memcmp(s.data() + i, p.text.data(), p.text.size()) == 0)
+        return &p;
     }
     return nullptr;
   }
@@ -413,7 +417,8 @@ struct AddedMatcher {
 
 std::string read_file(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw InputError("tokenizer file " + path.string() + " does not exist");
+  if (!std::filesystem::exists(path, ec))
+    throw InputError("tokenizer file " + path.string() + " does not exist");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot open " + path.string());
   std::ostringstream buffer;
@@ -428,11 +433,11 @@ struct Tokenizer::Impl {
   uint64_t serial = next_tokenizer_serial.fetch_add(1);
 
   // Model.
-  BytesToId bytes_to_id;             // regular tokens, by their bytes
+  BytesToId bytes_to_id;  // regular tokens, by their bytes
   MergeTable merges;
   std::array<int32_t, 256> byte_to_id{};
   bool ignore_merges = false;
-  int max_digits = 1;                // 1: \p{N}; 3: \p{N}{1,3}
+  int max_digits = 1;  // 1: \p{N}; 3: \p{N}{1,3}
   bool nfc = false;
 
   // Decoding: every id's bytes in one arena.
@@ -448,7 +453,8 @@ struct Tokenizer::Impl {
 
   FormatError format_error(const std::string& what) const { return FormatError(origin + ": " + what); }
 
-  // ---- Pre-tokenizer: the pattern's alternatives, tried in order at `i` as a backtracking regex engine would.
+  // ---- Pre-tokenizer: the pattern's alternatives, tried in order at `i` as a backtracking regex engine
+  // would.
   [[gnu::always_inline]] size_t piece_end(const unsigned char* s, size_t i, size_t n) const {
     // (?i:'s|'t|'re|'ve|'m|'ll|'d); under Unicode case folding U+017F (long s) also matches s.
     if (s[i] == '\'' && i + 1 < n) {
@@ -513,8 +519,8 @@ struct Tokenizer::Impl {
       ++count;
     }
     if (after_last_newline) return after_last_newline;  // \s*[\r\n]+ ends at the run's last \r or \n
-    if (j == n || count == 1) return j;                   // \s+(?!\S) at the end, or \s+ for a lone space
-    return last_char_start;                              // \s+(?!\S) leaves the last space to the next piece
+    if (j == n || count == 1) return j;                 // \s+(?!\S) at the end, or \s+ for a lone space
+    return last_char_start;                             // \s+(?!\S) leaves the last space to the next piece
   }
 
   // ---- BPE.
@@ -557,7 +563,8 @@ struct Tokenizer::Impl {
     auto candidate = [&](int32_t position, int32_t right_position) {
       const MergeTable::Merge m = merges.find(ids[position], ids[right_position]);
       if (m.rank == kNoMerge) return false;
-      heap.push_back({uint64_t(m.rank) << 32 | uint32_t(position), ids[position], ids[right_position], m.merged});
+      heap.push_back(
+          {uint64_t(m.rank) << 32 | uint32_t(position), ids[position], ids[right_position], m.merged});
       return true;
     };
     for (size_t i = 0; i + 1 < n; ++i) candidate(int32_t(i), int32_t(i + 1));
@@ -621,7 +628,8 @@ struct Tokenizer::Impl {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
     // Pieces go in batches, and a batch is scanned (its cache slots prefetched) before the previous one is
-    // looked up, so the memory latency of a cache larger than L2 overlaps instead of adding up piece by piece.
+    // looked up, so the memory latency of a cache larger than L2 overlaps instead of adding up piece by
+    // piece.
     constexpr size_t kBatch = 16;
     struct Piece {
       uint32_t begin, length;
@@ -692,15 +700,15 @@ struct Tokenizer::Impl {
       if (token.single_word) {
         size_t length;
         const bool word_before =
-            start > 0 && (unicode::flags(unicode::decode_valid_utf8(
-                              reinterpret_cast<const unsigned char*>(text.data()) + previous_char_start(text, start),
-                              length)) &
-                          unicode::kWord);
-        const bool word_after =
-            stop < text.size() &&
-            (unicode::flags(unicode::decode_valid_utf8(reinterpret_cast<const unsigned char*>(text.data()) + stop,
-                                                       length)) &
+            start > 0 &&
+            (unicode::flags(unicode::decode_valid_utf8(
+                 reinterpret_cast<const unsigned char*>(text.data()) + previous_char_start(text, start),
+                 length)) &
              unicode::kWord);
+        const bool word_after =
+            stop < text.size() && (unicode::flags(unicode::decode_valid_utf8(
+                                       reinterpret_cast<const unsigned char*>(text.data()) + stop, length)) &
+                                   unicode::kWord);
         if (word_before || word_after) {
           i = stop;  // discarded, but HF's match iterator still resumes after it
           continue;
@@ -755,7 +763,8 @@ struct Tokenizer::Impl {
 
   int32_t vocab_size() const { return int32_t(token_offsets.size() - 1); }
   std::string_view token_bytes(int32_t id) const {
-    return std::string_view(token_arena).substr(token_offsets[size_t(id)], token_offsets[size_t(id) + 1] - token_offsets[size_t(id)]);
+    return std::string_view(token_arena)
+        .substr(token_offsets[size_t(id)], token_offsets[size_t(id) + 1] - token_offsets[size_t(id)]);
   }
   void check_id(int32_t id) const {
     if (id < 0 || id >= vocab_size())
@@ -777,7 +786,8 @@ struct Tokenizer::Impl {
 
 namespace {
 
-const json& member(const json& object, const char* key, const std::string& where, const Tokenizer::Impl& impl) {
+const json& member(const json& object, const char* key, const std::string& where,
+                   const Tokenizer::Impl& impl) {
   if (!object.is_object() || !object.contains(key)) throw impl.format_error(where + " has no '" + key + "'");
   return object.at(key);
 }
@@ -789,7 +799,8 @@ bool is_null_or(const json& object, const char* key, const json& value) {
 
 bool flag(const json& object, const char* key, bool fallback) {
   if (!object.contains(key) || object.at(key).is_null()) return fallback;
-  if (!object.at(key).is_boolean()) throw FormatError(std::string("'") + key + "' is not a boolean");  // origin added by from_json
+  if (!object.at(key).is_boolean())
+    throw FormatError(std::string("'") + key + "' is not a boolean");  // origin added by from_json
   return object.at(key).get<bool>();
 }
 
@@ -811,7 +822,8 @@ void Tokenizer::Impl::load(const json& j) {
   // Pre-tokenizer: Split on the Qwen pattern (isolated), then ByteLevel without its own regex.
   const json& pre = member(j, "pre_tokenizer", "tokenizer.json", *this);
   const std::string unsupported_pre =
-      "unsupported pre_tokenizer (only Sequence[Split(Qwen pattern, Isolated), ByteLevel(use_regex=false)]): ";
+      "unsupported pre_tokenizer (only Sequence[Split(Qwen pattern, Isolated), "
+      "ByteLevel(use_regex=false)]): ";
   if (!pre.is_object() || pre.value("type", "") != "Sequence" || !pre.contains("pretokenizers") ||
       !pre["pretokenizers"].is_array() || pre["pretokenizers"].size() != 2)
     throw format_error(unsupported_pre + pre.dump().substr(0, 300));
@@ -827,8 +839,9 @@ void Tokenizer::Impl::load(const json& j) {
   } else if (pattern == kDigitTriplesPattern) {
     max_digits = 3;
   } else {
-    throw format_error("unsupported pre-tokenizer pattern " + json(pattern).dump() +
-                       ": this tokenizer implements only the Qwen2/Qwen3 pattern (and its \\p{N}{1,3} variant)");
+    throw format_error(
+        "unsupported pre-tokenizer pattern " + json(pattern).dump() +
+        ": this tokenizer implements only the Qwen2/Qwen3 pattern (and its \\p{N}{1,3} variant)");
   }
   if (!byte_level_pre.is_object() || byte_level_pre.value("type", "") != "ByteLevel" ||
       flag(byte_level_pre, "add_prefix_space", false) || flag(byte_level_pre, "use_regex", true))
@@ -844,12 +857,15 @@ void Tokenizer::Impl::load(const json& j) {
     throw format_error("unsupported decoder " + decoder.dump().substr(0, 300) + " (only ByteLevel)");
   if (j.contains("truncation") && !j["truncation"].is_null())
     throw format_error("truncation settings are not supported");
-  if (j.contains("padding") && !j["padding"].is_null()) throw format_error("padding settings are not supported");
+  if (j.contains("padding") && !j["padding"].is_null())
+    throw format_error("padding settings are not supported");
 
   // Model: byte-level BPE.
   const json& model = member(j, "model", "tokenizer.json", *this);
-  if (model.value("type", "BPE") != "BPE") throw format_error("unsupported model type " + model.value("type", ""));
-  if (model.contains("dropout") && !model["dropout"].is_null()) throw format_error("BPE dropout is not supported");
+  if (model.value("type", "BPE") != "BPE")
+    throw format_error("unsupported model type " + model.value("type", ""));
+  if (model.contains("dropout") && !model["dropout"].is_null())
+    throw format_error("BPE dropout is not supported");
   if (flag(model, "byte_fallback", false)) throw format_error("byte_fallback is not supported");
   if (!is_null_or(model, "continuing_subword_prefix", "") || !is_null_or(model, "end_of_word_suffix", ""))
     throw format_error("continuing_subword_prefix / end_of_word_suffix are not supported");
@@ -869,7 +885,8 @@ void Tokenizer::Impl::load(const json& j) {
   entries.reserve(vocab.size());
   int64_t max_id = -1;
   for (const auto& [spelling, id_json] : vocab.items()) {
-    if (!id_json.is_number_integer()) throw format_error("vocab entry " + json(spelling).dump() + " has no integer id");
+    if (!id_json.is_number_integer())
+      throw format_error("vocab entry " + json(spelling).dump() + " has no integer id");
     const int64_t id = id_json.get<int64_t>();
     if (id < 0 || id >= kMaxId) throw format_error("vocab id " + std::to_string(id) + " is out of range");
     max_id = std::max(max_id, id);
@@ -884,7 +901,8 @@ void Tokenizer::Impl::load(const json& j) {
         throw format_error("malformed added token " + t.dump().substr(0, 200));
       AddedToken token;
       const int64_t id = t["id"].get<int64_t>();
-      if (id < 0 || id >= kMaxId) throw format_error("added token id " + std::to_string(id) + " is out of range");
+      if (id < 0 || id >= kMaxId)
+        throw format_error("added token id " + std::to_string(id) + " is out of range");
       token.id = int32_t(id);
       token.content = t["content"].get<std::string>();
       token.special = flag(t, "special", false);
@@ -898,8 +916,9 @@ void Tokenizer::Impl::load(const json& j) {
     }
   }
 
-  // Decoding bytes of every id: the byte-level alphabet's bytes, or the UTF-8 spelling itself when the spelling
-  // has a character outside the alphabet (what HF's ByteLevel decoder does). Added tokens override the vocab.
+  // Decoding bytes of every id: the byte-level alphabet's bytes, or the UTF-8 spelling itself when the
+  // spelling has a character outside the alphabet (what HF's ByteLevel decoder does). Added tokens override
+  // the vocab.
   const size_t size = size_t(max_id + 1);
   std::vector<std::string> bytes_of(size);
   has_token.assign(size, 0);
@@ -957,13 +976,14 @@ void Tokenizer::Impl::load(const json& j) {
     const int32_t right_id = right_bytes ? bytes_to_id.find(*right_bytes) : -1;
     const int32_t merged_id = left_bytes && right_bytes ? bytes_to_id.find(*left_bytes + *right_bytes) : -1;
     if (left_id < 0 || right_id < 0 || merged_id < 0)
-      throw format_error("merge " + std::to_string(rank) + " (" + json(left).dump() + ", " + json(right).dump() +
-                         ") refers to a token that is not in the vocabulary");
+      throw format_error("merge " + std::to_string(rank) + " (" + json(left).dump() + ", " +
+                         json(right).dump() + ") refers to a token that is not in the vocabulary");
     merges.insert(left_id, right_id, rank, merged_id);
     ++rank;
   }
 
-  // Added tokens: the raw trie holds the non-normalized ones, the normalized trie the others (matched in NFC form).
+  // Added tokens: the raw trie holds the non-normalized ones, the normalized trie the others (matched in NFC
+  // form).
   added = std::move(added_tokens);
   std::vector<std::pair<std::string, int32_t>> contents;
   for (const AddedToken& t : added) contents.emplace_back(t.content, t.id);
@@ -1026,9 +1046,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   return ids;
 }
 
-void Tokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids) const { impl_->encode(text, ids); }
+void Tokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids) const {
+  impl_->encode(text, ids);
+}
 
-std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens, bool ignore_unknown_ids) const {
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens,
+                              bool ignore_unknown_ids) const {
   std::string bytes;
   for (const int32_t id : ids) {
     if (impl_->decodes(id, skip_special_tokens, ignore_unknown_ids)) bytes += impl_->token_bytes(id);
@@ -1039,7 +1062,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return text;
 }
 
-int32_t Tokenizer::vocab_size() const { return impl_->vocab_size(); }
+int32_t Tokenizer::vocab_size() const {
+  return impl_->vocab_size();
+}
 bool Tokenizer::has_token(int32_t id) const {
   return id >= 0 && id < impl_->vocab_size() && impl_->has_token[size_t(id)];
 }
@@ -1058,7 +1083,9 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 bool Tokenizer::is_special(int32_t id) const {
   return id >= 0 && id < impl_->vocab_size() && impl_->special[size_t(id)];
 }
-const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
+const std::vector<AddedToken>& Tokenizer::added_tokens() const {
+  return impl_->added;
+}
 
 std::string Tokenizer::normalize(std::string_view text) const {
   if (unicode::find_invalid_utf8(text) != std::string_view::npos) throw InputError("text is not valid UTF-8");
@@ -1081,7 +1108,9 @@ std::vector<std::string_view> Tokenizer::pre_tokenize(std::string_view normalize
 }
 
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens, bool ignore_unknown_ids)
-    : tokenizer_(&tokenizer), skip_special_tokens_(skip_special_tokens), ignore_unknown_ids_(ignore_unknown_ids) {}
+    : tokenizer_(&tokenizer),
+      skip_special_tokens_(skip_special_tokens),
+      ignore_unknown_ids_(ignore_unknown_ids) {}
 
 std::string StreamDecoder::push(int32_t id) {
   const Tokenizer::Impl& impl = *tokenizer_->impl_;

@@ -4,10 +4,11 @@
 // Encode: added tokens are cut out of the raw text first (leftmost-longest, honouring single_word, lstrip,
 // rstrip and normalized as HF does), the rest is NFC-normalized, split by a hand-written scanner for the Qwen
 // pre-tokenizer regex (exact Unicode classes, no regex engine), and each piece is merged by BPE rank. Pieces
-// repeat, so their ids are cached per thread. Decode: each token's bytes, joined, read as UTF-8 the way Rust's
-// from_utf8_lossy does; StreamDecoder does the same incrementally for generation.
+// repeat, so their ids are cached per thread. Decode: each token's bytes, joined, read as UTF-8 the way
+// Rust's from_utf8_lossy does; StreamDecoder does the same incrementally for generation.
 //
-// Thread safety: a Tokenizer is immutable after loading; encode/decode may run concurrently from many threads.
+// Thread safety: a Tokenizer is immutable after loading; encode/decode may run concurrently from many
+// threads.
 #pragma once
 
 #include <cstdint>
@@ -50,14 +51,15 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // Token ids of `text` (UTF-8). InputError on invalid UTF-8 (with the byte offset) or a text over kMaxTextBytes.
+  // Token ids of `text` (UTF-8). InputError on invalid UTF-8 (with the byte offset) or a text over
+  // kMaxTextBytes.
   std::vector<int32_t> encode(std::string_view text) const;
   // Same, appending to `ids` (no allocation once `ids` has capacity).
   void encode_into(std::string_view text, std::vector<int32_t>& ids) const;
 
-  // The text of `ids`. Ids outside [0, vocab_size()) are an InputError unless `ignore_unknown_ids`, which skips
-  // them as HF does (a model's embedding table is often larger than its vocabulary). Bytes that are not valid
-  // UTF-8 become U+FFFD, as in HF.
+  // The text of `ids`. Ids outside [0, vocab_size()) are an InputError unless `ignore_unknown_ids`, which
+  // skips them as HF does (a model's embedding table is often larger than its vocabulary). Bytes that are not
+  // valid UTF-8 become U+FFFD, as in HF.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false,
                      bool ignore_unknown_ids = false) const;
 
@@ -65,15 +67,17 @@ class Tokenizer {
   int32_t vocab_size() const;
   // Whether `id` names a token (ids inside the range may be unused).
   bool has_token(int32_t id) const;
-  // The bytes a token decodes to (may be part of a UTF-8 sequence); empty for an unused id. PRECOND: in range.
+  // The bytes a token decodes to (may be part of a UTF-8 sequence); empty for an unused id. PRECOND: in
+  // range.
   std::string_view token_bytes(int32_t id) const;
-  // A token's id by its tokenizer.json spelling (byte-level form such as "Ġhello", or an added token's content).
+  // A token's id by its tokenizer.json spelling (byte-level form such as "Ġhello", or an added token's
+  // content).
   std::optional<int32_t> token_to_id(std::string_view token) const;
   bool is_special(int32_t id) const;
   const std::vector<AddedToken>& added_tokens() const;
 
-  // The stages of encode, exposed for tests and tools. The normalizer's output (NFC, or the text unchanged when
-  // tokenizer.json has no normalizer); and the pre-tokenizer's pieces of an already normalized text.
+  // The stages of encode, exposed for tests and tools. The normalizer's output (NFC, or the text unchanged
+  // when tokenizer.json has no normalizer); and the pre-tokenizer's pieces of an already normalized text.
   std::string normalize(std::string_view text) const;
   std::vector<std::string_view> pre_tokenize(std::string_view normalized_text) const;
 
@@ -86,8 +90,8 @@ class Tokenizer {
 };
 
 // Turns ids into text as they are generated. A token that ends inside a UTF-8 sequence is held back until the
-// sequence completes, so every piece returned is valid UTF-8 and the concatenation of all pieces (and finish())
-// equals Tokenizer::decode of all the ids.
+// sequence completes, so every piece returned is valid UTF-8 and the concatenation of all pieces (and
+// finish()) equals Tokenizer::decode of all the ids.
 class StreamDecoder {
  public:
   // `tokenizer` must outlive the decoder.

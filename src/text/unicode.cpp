@@ -56,9 +56,8 @@ inline char32_t compose_pair(char32_t first, char32_t second) {
   const uint64_t key = uint64_t(first) << 21 | second;
   const detail::CompositionPair* begin = detail::kCompositions;
   const detail::CompositionPair* end = begin + detail::kCompositionCount;
-  const auto* it = std::lower_bound(begin, end, key, [](const detail::CompositionPair& p, uint64_t k) {
-    return p.key < k;
-  });
+  const auto* it = std::lower_bound(begin, end, key,
+                                    [](const detail::CompositionPair& p, uint64_t k) { return p.key < k; });
   return it != end && it->key == key ? it->composite : 0;
 }
 
@@ -99,8 +98,9 @@ void normalize_region(std::string_view region, std::string& out) {
     if (buffer[i].combining_class == 0) continue;
     size_t run_end = i;
     while (run_end < buffer.size() && buffer[run_end].combining_class != 0) ++run_end;
-    std::stable_sort(buffer.begin() + std::ptrdiff_t(i), buffer.begin() + std::ptrdiff_t(run_end),
-                     [](const Decomposed& a, const Decomposed& b) { return a.combining_class < b.combining_class; });
+    std::stable_sort(
+        buffer.begin() + std::ptrdiff_t(i), buffer.begin() + std::ptrdiff_t(run_end),
+        [](const Decomposed& a, const Decomposed& b) { return a.combining_class < b.combining_class; });
     i = run_end;
   }
   // Canonical composition: a character joins the last starter unless something between them blocks it.
@@ -142,7 +142,8 @@ void append_utf8(std::string& out, char32_t cp) {
     const char bytes[2] = {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
     out.append(bytes, 2);
   } else if (cp < 0x10000) {
-    const char bytes[3] = {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
+    const char bytes[3] = {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)),
+                           char(0x80 | (cp & 0x3F))};
     out.append(bytes, 3);
   } else {
     const char bytes[4] = {char(0xF0 | (cp >> 18)), char(0x80 | ((cp >> 12) & 0x3F)),

@@ -44,14 +44,18 @@ inline constexpr char32_t kReplacementCharacter = 0xFFFD;
 // PRECOND: cp <= 0x10FFFF.
 inline const detail::CodePointRecord& record(char32_t cp) {
   using namespace detail;
-  return kRecords[kStage2[(size_t(kStage1[cp >> kBlockBits]) << kBlockBits) | (cp & ((1u << kBlockBits) - 1))]];
+  return kRecords[kStage2[(size_t(kStage1[cp >> kBlockBits]) << kBlockBits) |
+                          (cp & ((1u << kBlockBits) - 1))]];
 }
-// Flags of the Basic Multilingual Plane in one flat array (filled from the tables at start-up): one load instead
-// of three for nearly every character of real text.
+// Flags of the Basic Multilingual Plane in one flat array (filled from the tables at start-up): one load
+// instead of three for nearly every character of real text.
 extern uint8_t bmp_flags[0x10000];
-inline uint8_t flags(char32_t cp) { return cp < 0x10000 ? bmp_flags[cp] : record(cp).flags; }
+inline uint8_t flags(char32_t cp) {
+  return cp < 0x10000 ? bmp_flags[cp] : record(cp).flags;
+}
 
-// Decodes one code point of *valid* UTF-8 at p (the caller validated the text); sets `length` to its byte count.
+// Decodes one code point of *valid* UTF-8 at p (the caller validated the text); sets `length` to its byte
+// count.
 inline char32_t decode_valid_utf8(const unsigned char* p, size_t& length) {
   const unsigned char b = p[0];
   if (b < 0x80) {
@@ -75,16 +79,17 @@ void append_utf8(std::string& out, char32_t cp);
 // Byte offset of the first byte that does not start a well-formed UTF-8 sequence, or npos when all is valid
 // (overlong forms, surrogates and code points past U+10FFFF are invalid, as in Rust's str).
 size_t find_invalid_utf8(std::string_view bytes);
-// The same, also telling whether every character is an NFC boundary, in which case NFC leaves the text as it is.
+// The same, also telling whether every character is an NFC boundary, in which case NFC leaves the text as it
+// is.
 size_t find_invalid_utf8(std::string_view bytes, bool& nfc_stable);
 
-// Appends `bytes` as text the way Rust's String::from_utf8_lossy does: each maximal ill-formed subpart becomes
-// one U+FFFD. With `final_chunk` false, a well-formed but incomplete sequence at the very end is left unconsumed
-// so a stream can complete it later. Returns the number of bytes consumed.
+// Appends `bytes` as text the way Rust's String::from_utf8_lossy does: each maximal ill-formed subpart
+// becomes one U+FFFD. With `final_chunk` false, a well-formed but incomplete sequence at the very end is left
+// unconsumed so a stream can complete it later. Returns the number of bytes consumed.
 size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool final_chunk = true);
 
-// NFC of valid UTF-8 text. Returns `text` itself when it is already NFC (the common case, found without copying);
-// otherwise writes the normalized text into `storage` and returns a view of it.
+// NFC of valid UTF-8 text. Returns `text` itself when it is already NFC (the common case, found without
+// copying); otherwise writes the normalized text into `storage` and returns a view of it.
 std::string_view to_nfc(std::string_view text, std::string& storage);
 
 }  // namespace qwen3::unicode

@@ -1,6 +1,6 @@
 // The tokenizer against Hugging Face `tokenizers` 0.23.2, run live on the committed corpus (tests/data/
-// tokenizer-corpus) through tests/cpu/test_tokenizer_hf.py in build/pyenv (scripts/python-env.sh makes it); plus
-// unit tests of the streaming decoder, added tokens, bad input, and the tokenize/detokenize commands.
+// tokenizer-corpus) through tests/cpu/test_tokenizer_hf.py in build/pyenv (scripts/python-env.sh makes it);
+// plus unit tests of the streaming decoder, added tokens, bad input, and the tokenize/detokenize commands.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,9 +64,10 @@ class HfParity : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     out_dir_ = test::make_temp_dir("tokenizer-hf");
-    const std::filesystem::path helper = std::filesystem::path(__FILE__).parent_path() / "test_tokenizer_hf.py";
-    const std::string command = python().string() + " " + helper.string() + " " + kTokenizerJson.string() + " " +
-                                kCorpus.string() + " " + out_dir_.string();
+    const std::filesystem::path helper =
+        std::filesystem::path(__FILE__).parent_path() / "test_tokenizer_hf.py";
+    const std::string command = python().string() + " " + helper.string() + " " + kTokenizerJson.string() +
+                                " " + kCorpus.string() + " " + out_dir_.string();
     result_ = test::run_command(command);
     if (result_.exit_code == 0) expected_ = nlohmann::json::parse(read_text(out_dir_ / "expected.json"));
   }
@@ -101,11 +102,12 @@ TEST_F(HfParity, CorpusIdsAndDecodeMatch) {
       while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
       if (++id_mismatches <= 5)
         ADD_FAILURE() << "string " << i << " " << nlohmann::json(corpus[i]).dump().substr(0, 200)
-                      << "\n first difference at token " << at << "\n want" << describe(t, want, at) << "\n got "
-                      << describe(t, got, at);
+                      << "\n first difference at token " << at << "\n want" << describe(t, want, at)
+                      << "\n got " << describe(t, got, at);
     }
     if (t.decode(want) != expected["decode"][i].get<std::string>() ||
-        t.decode(want, /*skip_special_tokens=*/true) != expected["decode_skip_special"][i].get<std::string>()) {
+        t.decode(want, /*skip_special_tokens=*/true) !=
+            expected["decode_skip_special"][i].get<std::string>()) {
       if (++decode_mismatches <= 5) ADD_FAILURE() << "decode differs for string " << i;
     }
     StreamDecoder stream(t);
@@ -119,8 +121,9 @@ TEST_F(HfParity, CorpusIdsAndDecodeMatch) {
     if (streamed != expected["decode"][i].get<std::string>() && ++stream_mismatches <= 5)
       ADD_FAILURE() << "streamed decode differs for string " << i;
   }
-  std::printf("parity corpus: %zu strings, %zu bytes, %zu tokens; mismatches: ids %zu, decode %zu, stream %zu\n",
-              corpus.size(), bytes, tokens, id_mismatches, decode_mismatches, stream_mismatches);
+  std::printf(
+      "parity corpus: %zu strings, %zu bytes, %zu tokens; mismatches: ids %zu, decode %zu, stream %zu\n",
+      corpus.size(), bytes, tokens, id_mismatches, decode_mismatches, stream_mismatches);
   EXPECT_GE(bytes, size_t(1) << 20) << "the corpus must hold at least 1 MB";
   EXPECT_EQ(id_mismatches, 0u);
   EXPECT_EQ(decode_mismatches, 0u);
@@ -177,7 +180,8 @@ TEST(Tokenizer, KnownIds) {
   EXPECT_EQ(t.vocab_size(), 151669);
   EXPECT_EQ(t.encode("Hello world"), (std::vector<int32_t>{9707, 1879}));
   EXPECT_EQ(t.encode(""), std::vector<int32_t>{});
-  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>"), (std::vector<int32_t>{151644, 872, 198, 6023, 151645}));
+  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>"),
+            (std::vector<int32_t>{151644, 872, 198, 6023, 151645}));
   EXPECT_EQ(t.token_to_id("<think>"), 151667);
   EXPECT_EQ(t.token_to_id("Ġworld"), 1879);
   EXPECT_EQ(t.token_to_id("no such token"), std::nullopt);
@@ -192,19 +196,22 @@ TEST(Tokenizer, PreTokenizerPieces) {
   EXPECT_EQ(t.pre_tokenize("ab\r\n\r\n cd"), (Pieces{"ab", "\r\n\r\n", " cd"}));
   EXPECT_EQ(t.pre_tokenize("''s"), (Pieces{"''", "s"}));
   EXPECT_EQ(t.pre_tokenize("12 34"), (Pieces{"1", "2", " ", "3", "4"}));
-  EXPECT_EQ(t.pre_tokenize("x'\xC5\xBF" "a x'Lla x'DA"), (Pieces{"x", "'\xC5\xBF", "a", " x", "'Ll", "a", " x", "'D", "A"}));
+  EXPECT_EQ(t.pre_tokenize("x'\xC5\xBF"
+                           "a x'Lla x'DA"),
+            (Pieces{"x", "'\xC5\xBF", "a", " x", "'Ll", "a", " x", "'D", "A"}));
   EXPECT_EQ(t.pre_tokenize(" \xC2\xA0x"), (Pieces{" ", "\xC2\xA0x"}));  // NBSP is \s but may lead a word
   EXPECT_EQ(t.pre_tokenize("end  "), (Pieces{"end", "  "}));
 }
 
 TEST(Tokenizer, NormalizesToNfcWithUnicode9Data) {
   const Tokenizer& t = qwen_tokenizer();
-  EXPECT_EQ(t.normalize("e\xCC\x81"), "\xC3\xA9");                          // e + U+0301 -> é
-  EXPECT_EQ(t.normalize("\xE2\x84\xAB"), "\xC3\x85");                       // Angstrom sign -> Å
-  EXPECT_EQ(t.normalize("q\xCC\xA3\xCC\x87"), "q\xCC\xA3\xCC\x87");         // already ordered
-  EXPECT_EQ(t.normalize("q\xCC\x87\xCC\xA3"), "q\xCC\xA3\xCC\x87");         // reordered by combining class
+  EXPECT_EQ(t.normalize("e\xCC\x81"), "\xC3\xA9");                   // e + U+0301 -> é
+  EXPECT_EQ(t.normalize("\xE2\x84\xAB"), "\xC3\x85");                // Angstrom sign -> Å
+  EXPECT_EQ(t.normalize("q\xCC\xA3\xCC\x87"), "q\xCC\xA3\xCC\x87");  // already ordered
+  EXPECT_EQ(t.normalize("q\xCC\x87\xCC\xA3"), "q\xCC\xA3\xCC\x87");  // reordered by combining class
   EXPECT_EQ(t.normalize("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), "\xEA\xB0\x81");  // jamo -> 각
-  // U+0898 (Unicode 14) is unknown to HF's Unicode 9 normalizer: it keeps combining class 0, so no reordering.
+  // U+0898 (Unicode 14) is unknown to HF's Unicode 9 normalizer: it keeps combining class 0, so no
+  // reordering.
   EXPECT_EQ(t.normalize("q\xE0\xA2\x98\xCC\xB4"), "q\xE0\xA2\x98\xCC\xB4");
 }
 
@@ -270,11 +277,11 @@ TEST(Tokenizer, RejectsBadText) {
     }
   };
   expect_invalid("ok \xFF", "byte 0xFF at offset 3");
-  expect_invalid("\xC3", "offset 0");                    // truncated
-  expect_invalid("ab\xC0\xAF", "offset 2");              // overlong '/'
-  expect_invalid("\xED\xA0\x80", "offset 0");            // a surrogate
-  expect_invalid("\xF4\x90\x80\x80", "offset 0");        // past U+10FFFF
-  expect_invalid("<|im_start|>\xE2\x82", "offset 12");   // after a special token
+  expect_invalid("\xC3", "offset 0");                   // truncated
+  expect_invalid("ab\xC0\xAF", "offset 2");             // overlong '/'
+  expect_invalid("\xED\xA0\x80", "offset 0");           // a surrogate
+  expect_invalid("\xF4\x90\x80\x80", "offset 0");       // past U+10FFFF
+  expect_invalid("<|im_start|>\xE2\x82", "offset 12");  // after a special token
   const std::string huge(Tokenizer::kMaxTextBytes + 1, 'a');
   expect_invalid(huge, "limit");
   EXPECT_THROW(t.decode(std::vector<int32_t>{1, 151669}), InputError);
@@ -304,9 +311,13 @@ TEST(Tokenizer, RejectsBadTokenizerJson) {
     edit(j);
     return j.dump();
   };
-  expect_format_error(edited([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }),
-                      "unsupported pre-tokenizer pattern");
-  expect_format_error(edited([](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }), "pre_tokenizer");
+  expect_format_error(
+      edited([](auto& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; }),
+      "unsupported pre-tokenizer pattern");
+  expect_format_error(edited([](auto& j) {
+                        j["pre_tokenizer"] = {{"type", "Whitespace"}};
+                      }),
+                      "pre_tokenizer");
   expect_format_error(edited([](auto& j) { j["normalizer"] = {{"type", "NFKC"}}; }), "normalizer");
   expect_format_error(edited([](auto& j) { j["model"]["byte_fallback"] = true; }), "byte_fallback");
   expect_format_error(edited([](auto& j) { j["model"]["dropout"] = 0.1; }), "dropout");
@@ -315,8 +326,11 @@ TEST(Tokenizer, RejectsBadTokenizerJson) {
   expect_format_error(edited([](auto& j) { j["model"]["vocab"].erase("Ġ"); }), "byte 32");
   expect_format_error(edited([](auto& j) { j["model"]["vocab"]["dup"] = 5; }), "appears twice");
   expect_format_error(edited([](auto& j) { j["model"]["vocab"]["neg"] = -3; }), "out of range");
-  expect_format_error(edited([](auto& j) { j["added_tokens"][0]["special"] = "yes"; }), "'special' is not a boolean");
-  expect_format_error(edited([](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }),
+  expect_format_error(edited([](auto& j) { j["added_tokens"][0]["special"] = "yes"; }),
+                      "'special' is not a boolean");
+  expect_format_error(edited([](auto& j) {
+                        j["post_processor"] = {{"type", "TemplateProcessing"}};
+                      }),
                       "post_processor");
   expect_format_error(edited([](auto& j) { j["model"]["vocab"] = 3; }), "model.vocab");
   expect_format_error("{\"a\": \"\xFF\"}", "UTF-8");
@@ -326,7 +340,9 @@ TEST(Tokenizer, RejectsBadTokenizerJson) {
 
 // ---- The commands.
 
-test::CommandResult qwen3(const std::string& args) { return test::run_command(kQwen3 + " " + args); }
+test::CommandResult qwen3(const std::string& args) {
+  return test::run_command(kQwen3 + " " + args);
+}
 
 TEST(TokenizerCli, TokenizeAndDetokenize) {
   const std::string model = "--model " + kTokenizerJson.parent_path().string();
@@ -336,7 +352,8 @@ TEST(TokenizerCli, TokenizeAndDetokenize) {
 
   const auto dir = test::make_temp_dir("tokenize-cli");
   test::write_file(dir / "texts.json", R"(["Hello world", "", "<think>\nnaïve café\n</think>"])");
-  r = qwen3("tokenize --tokenizer " + kTokenizerJson.string() + " --batch-json " + (dir / "texts.json").string());
+  r = qwen3("tokenize --tokenizer " + kTokenizerJson.string() + " --batch-json " +
+            (dir / "texts.json").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto ids = nlohmann::json::parse(r.out);
   ASSERT_EQ(ids.size(), 3u);
@@ -364,11 +381,14 @@ TEST(TokenizerCli, TokenizeAndDetokenize) {
   expect_error(qwen3("tokenize " + model + " --batch-json " + (dir / "not_strings.json").string()),
                "element 1 is not a string");
   test::write_file(dir / "broken.json", "[\"a\", ");
-  expect_error(qwen3("tokenize " + model + " --batch-json " + (dir / "broken.json").string()), "invalid JSON");
+  expect_error(qwen3("tokenize " + model + " --batch-json " + (dir / "broken.json").string()),
+               "invalid JSON");
   test::write_file(dir / "bad_ids.json", "[[1, 2], [151669]]");
-  expect_error(qwen3("detokenize " + model + " --batch-json " + (dir / "bad_ids.json").string()), "out of range");
+  expect_error(qwen3("detokenize " + model + " --batch-json " + (dir / "bad_ids.json").string()),
+               "out of range");
   test::write_file(dir / "not_ids.json", "[[1, \"x\"]]");
-  expect_error(qwen3("detokenize " + model + " --batch-json " + (dir / "not_ids.json").string()), "not a token id");
+  expect_error(qwen3("detokenize " + model + " --batch-json " + (dir / "not_ids.json").string()),
+               "not a token id");
   expect_error(qwen3("tokenize --model " + dir.string() + " hi"), "tokenizer.json does not exist");
   expect_error(qwen3("tokenize hi"), "--model DIR or --tokenizer FILE");
   test::write_file(dir / "tokenizer.json", "{\"model\": 1}");

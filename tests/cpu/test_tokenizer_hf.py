@@ -6,7 +6,8 @@ Writes OUT_DIR/expected.json:
   corpus:   ids, decode (skip_special_tokens False and True) of every corpus string;
   random:   decode of random id sequences (byte tokens that split characters, special tokens);
   variants: tokenizer.json files written to OUT_DIR with extra added tokens (lstrip, rstrip, single_word,
-            normalized, a content already in the vocabulary) or the \\p{N}{1,3} pattern, and their ids on probes.
+            normalized, a content already in the vocabulary), the \\p{N}{1,3} pattern, ignore_merges, or no
+            normalizer, and their ids on probes and on every 25th corpus string.
 """
 import json
 import os
@@ -70,9 +71,13 @@ def main():
          "special": True},
     ]
     variants = []
-    for name in ["flags", "digits"]:
+    for name in ["flags", "digits", "ignore_merges", "no_normalizer"]:
         config = json.loads(json.dumps(base))
-        if name == "flags":
+        if name == "ignore_merges":
+            config["model"]["ignore_merges"] = True
+        elif name == "no_normalizer":
+            config["normalizer"] = None
+        elif name == "flags":
             next_id = vocab_size
             for addition in additions:
                 entry = dict(addition)
@@ -82,7 +87,7 @@ def main():
                     entry["id"] = next_id
                     next_id += 1
                 config["added_tokens"].append(entry)
-        else:
+        elif name == "digits":
             split = config["pre_tokenizer"]["pretokenizers"][0]
             split["pattern"]["Regex"] = split["pattern"]["Regex"].replace("\\p{N}|", "\\p{N}{1,3}|")
         path = os.path.join(out_dir, f"variant_{name}.json")
