@@ -742,8 +742,8 @@ struct Tokenizer::Impl {
     if (text.size() > kMaxTextBytes)
       throw InputError("text of " + std::to_string(text.size()) + " bytes is over the tokenizer's limit of " +
                        std::to_string(kMaxTextBytes) + " bytes");
-    bool nfc_stable;
-    const size_t invalid = unicode::find_invalid_utf8(text, nfc_stable);
+    size_t first_nfc_candidate;
+    const size_t invalid = unicode::find_invalid_utf8(text, first_nfc_candidate);
     if (invalid != std::string_view::npos) {
       char byte[8];
       std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[invalid]));
@@ -754,8 +754,13 @@ struct Tokenizer::Impl {
     cache.bind(serial);
     thread_local std::string normalized_storage;
     split_added(text, raw_matcher, out, [&](std::string_view segment) {
+      // NFC only from the first character that may change: before it the text is already normalized.
+      const size_t offset = size_t(segment.data() - text.data());
+      const bool may_change = nfc && first_nfc_candidate < offset + segment.size();
       const std::string_view normalized =
-          nfc && !nfc_stable ? unicode::to_nfc(segment, normalized_storage) : segment;
+          may_change ? unicode::to_nfc(segment, normalized_storage,
+                                       first_nfc_candidate > offset ? first_nfc_candidate - offset : 0)
+                     : segment;
       split_added(normalized, normalized_matcher, out,
                   [&](std::string_view piece) { encode_normalized(piece, out, cache); });
     });

@@ -154,7 +154,7 @@ void append_utf8(std::string& out, char32_t cp) {
 
 namespace {
 template <bool kCheckNfc>
-size_t find_invalid_utf8_impl(std::string_view bytes, bool& nfc_stable) {
+size_t find_invalid_utf8_impl(std::string_view bytes, size_t& first_nfc_candidate) {
   const auto* begin = reinterpret_cast<const unsigned char*>(bytes.data());
   const auto* end = begin + bytes.size();
   const auto* p = begin;
@@ -171,9 +171,10 @@ size_t find_invalid_utf8_impl(std::string_view bytes, bool& nfc_stable) {
     int valid_prefix;
     const int length = classify_sequence(p, end, valid_prefix);
     if (length <= 0) return size_t(p - begin);
-    if (kCheckNfc && length > 1 && nfc_stable) {
+    if (kCheckNfc && length > 1 && first_nfc_candidate == std::string_view::npos) {
       size_t decoded_length;
-      nfc_stable = flags(decode_valid_utf8(p, decoded_length)) & kNfcBoundary;
+      if (!(flags(decode_valid_utf8(p, decoded_length)) & kNfcBoundary))
+        first_nfc_candidate = size_t(p - begin);
     }
     p += length;
   }
@@ -182,13 +183,13 @@ size_t find_invalid_utf8_impl(std::string_view bytes, bool& nfc_stable) {
 }  // namespace
 
 size_t find_invalid_utf8(std::string_view bytes) {
-  bool unused = false;
+  size_t unused;
   return find_invalid_utf8_impl<false>(bytes, unused);
 }
 
-size_t find_invalid_utf8(std::string_view bytes, bool& nfc_stable) {
-  nfc_stable = true;
-  return find_invalid_utf8_impl<true>(bytes, nfc_stable);
+size_t find_invalid_utf8(std::string_view bytes, size_t& first_nfc_candidate) {
+  first_nfc_candidate = std::string_view::npos;
+  return find_invalid_utf8_impl<true>(bytes, first_nfc_candidate);
 }
 
 size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool final_chunk) {
@@ -213,12 +214,18 @@ size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool final_ch
   return size_t(p - begin);
 }
 
-std::string_view to_nfc(std::string_view text, std::string& storage) {
+std::string_view to_nfc(std::string_view text, std::string& storage, size_t skip) {
   const auto* begin = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
-  size_t i = 0;
-  size_t last_boundary = 0;  // start of the latest character before which NFC cannot change anything
-  size_t copied = 0;         // text[0, copied) is already in storage
+  size_t i = std::min(skip, n);
+  // Start of the latest character before which NFC cannot change anything: the last skipped one is a
+  // boundary.
+  size_t last_boundary = 0;
+  if (i > 0) {
+    last_boundary = i - 1;
+    while (last_boundary > 0 && (begin[last_boundary] & 0xC0) == 0x80) --last_boundary;
+  }
+  size_t copied = 0;  // text[0, copied) is already in storage
   bool changed = false;
   while (i < n) {
     if (n - i >= 8) {

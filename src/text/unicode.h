@@ -79,9 +79,9 @@ void append_utf8(std::string& out, char32_t cp);
 // Byte offset of the first byte that does not start a well-formed UTF-8 sequence, or npos when all is valid
 // (overlong forms, surrogates and code points past U+10FFFF are invalid, as in Rust's str).
 size_t find_invalid_utf8(std::string_view bytes);
-// The same, also telling whether every character is an NFC boundary, in which case NFC leaves the text as it
-// is.
-size_t find_invalid_utf8(std::string_view bytes, bool& nfc_stable);
+// The same, also finding the first character that is not an NFC boundary (npos when there is none: NFC then
+// leaves the text as it is).
+size_t find_invalid_utf8(std::string_view bytes, size_t& first_nfc_candidate);
 
 // Appends `bytes` as text the way Rust's String::from_utf8_lossy does: each maximal ill-formed subpart
 // becomes one U+FFFD. With `final_chunk` false, a well-formed but incomplete sequence at the very end is left
@@ -90,6 +90,7 @@ size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool final_ch
 
 // NFC of valid UTF-8 text. Returns `text` itself when it is already NFC (the common case, found without
 // copying); otherwise writes the normalized text into `storage` and returns a view of it.
-std::string_view to_nfc(std::string_view text, std::string& storage);
+// `skip` bytes at the start are known to hold only NFC boundary characters (see find_invalid_utf8).
+std::string_view to_nfc(std::string_view text, std::string& storage, size_t skip = 0);
 
 }  // namespace qwen3::unicode
