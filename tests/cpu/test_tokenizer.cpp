@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "core/error.h"
@@ -264,6 +265,45 @@ TEST(StreamDecoder, HoldsBackSplitCharacters) {
   StreamDecoder skipping(t, /*skip_special_tokens=*/true);
   EXPECT_EQ(skipping.push(151645), "");
   EXPECT_EQ(skipping.push(151667), "<think>");
+}
+
+// Fresh random text each run (the seed is printed): decoding gives back the NFC text, streaming agrees, and
+// random bytes either encode or fail with an InputError, never crash.
+TEST(Tokenizer, RandomTextRoundTrips) {
+  const Tokenizer& t = qwen_tokenizer();
+  const uint64_t seed = std::random_device{}();
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<std::pair<char32_t, char32_t>> ranges = {
+      {0x20, 0x7E},     {0x9, 0xD},       {0xA0, 0x2FF},      {0x300, 0x36F},
+      {0x370, 0x52F},   {0x591, 0x6FF},   {0x900, 0xDFF},     {0xE00, 0xEFF},
+      {0x1100, 0x11FF}, {0x2000, 0x206F}, {0x3000, 0x30FF},   {0x4E00, 0x9FFF},
+      {0xAC00, 0xD7A3}, {0xFF00, 0xFFEF}, {0x1F300, 0x1FAFF}, {0x10000, 0x10FFFF}};
+  for (int i = 0; i < 300; ++i) {
+    std::string text;
+    const size_t length = rng() % 200;
+    for (size_t k = 0; k < length; ++k) {
+      const auto& [lo, hi] = ranges[rng() % ranges.size()];
+      char32_t cp = lo + char32_t(rng() % (hi - lo + 1));
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+      if (cp == '<') cp = '>';  // no added tokens here: NFC of the whole text is then what encode normalizes
+      unicode::append_utf8(text, cp);
+    }
+    const std::vector<int32_t> ids = t.encode(text);
+    ASSERT_EQ(t.decode(ids), t.normalize(text)) << nlohmann::json(text).dump();
+    StreamDecoder stream(t);
+    std::string streamed;
+    for (int32_t id : ids) streamed += stream.push(id);
+    EXPECT_EQ(streamed + stream.finish(), t.normalize(text));
+  }
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(rng() % 64, '\0');
+    for (char& b : bytes) b = char(rng() % 4 == 0 ? rng() % 256 : 0x20 + rng() % 0x60);
+    try {
+      t.decode(t.encode(bytes));
+    } catch (const InputError&) {
+    }
+  }
 }
 
 TEST(Tokenizer, RejectsBadText) {
