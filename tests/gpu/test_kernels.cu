@@ -1,0 +1,1499 @@
+// Every version of every op in kernels/registry.h against the CPU reference (tests/gpu/reference.h), on fresh
+// random inputs (seed printed; QWEN3_TEST_SEED=N replays a run), at the Qwen3-8B shapes and at awkward ones.
+// Each version is launched directly and replayed from a CUDA graph; outputs are poisoned (0xFFFF, a bf16 NaN)
+// before every launch and must be fully written. Without a GPU every test skips with "no CUDA device".
+//
+// Error bounds. The reference is either the bf16 result at transformers' rounding points or the exact value
+// in double; |d| is the difference from it.
+//   * embedding, kv_write, v rows of the cache: bit-exact (copies).
+//   * residual add: <= 1 bf16 ulp (a bf16 hardware add rounds once, fp32-then-bf16 rounds twice).
+//   * rmsnorm, add_rmsnorm's y, silu_mul: <= 2 bf16 ulps. The fp32 sum order, rsqrtf or expf can move the
+//     inner bf16 value by one ulp at a rounding boundary; the bf16 product that follows can widen it to two.
+//   * rope: |d| <= 2^-6 (|x cos| + |x' sin|) + 2^-7 |ref|. sincosf and libm can differ in bf16(cos) by one
+//     ulp: each product moves by 2^-7 of its size plus its own rounding.
+//   * QK-norm + rope (fused): as rope with 2^-5, since the norm's two ulps feed the rotation.
+//   * gemm: |d| <= 2^-8 |exact| + 2^-12 sum_k |x w| per element (bf16 output rounding; fp32 accumulation in
+//     any order) and relative Frobenius error <= 5e-3 (the output rounding alone gives about 1.6e-3). Large
+//     prefill shapes: sampled rows against the CPU, every row against cuBLAS.
+//   * attention: |d| <= 2^-6 sum_j p_j |v_j| + 2^-7 |exact| (P may be rounded to bf16 before the PV product:
+//     2^-8 of each term), relative Frobenius error <= 1e-2.
+//   * sampling: greedy returns the argmax after penalties, ties to the lowest id; sampled tokens are always
+//     allowed ones, and their frequencies are within 5 standard deviations of the distribution.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/registry.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/gpu/reference.h"
+
+namespace qwen3::gpu_test {
+namespace {
+
+using kernels::AddArgs;
+using kernels::AddRmsnormArgs;
+using kernels::AttentionArgs;
+using kernels::DeviceSampling;
+using kernels::EmbeddingArgs;
+using kernels::GateUpSwigluArgs;
+using kernels::GemmArgs;
+using kernels::KvWriteArgs;
+using kernels::QkNormRopeCacheArgs;
+using kernels::RmsnormArgs;
+using kernels::RopeArgs;
+using kernels::SampleArgs;
+using kernels::SiluMulArgs;
+namespace ref = qwen3::reference;
+
+// Qwen3-8B
+constexpr int64_t kVocab = 151936, kHidden = 4096, kQHeads = 32, kKvHeads = 8, kHeadDim = 128, kInter = 12288;
+constexpr float kEps = 1e-6f;
+
+constexpr int64_t kNormUlps = 2, kSiluUlps = 2, kAddUlps = 1;
+constexpr double kRopeTermTol = 0x1p-6, kQkNormRopeTermTol = 0x1p-5, kRopeResultTol = 0x1p-7;
+constexpr double kGemmRelTol = 0x1p-8, kGemmAccumTol = 0x1p-12, kGemmFrobenius = 5e-3;
+constexpr double kAttnWeightedTol = 0x1p-6, kAttnResultTol = 0x1p-7, kAttnFrobenius = 1e-2;
+
+template <class T>
+DeviceArray<T> to_device(const std::vector<T>& host) {
+  DeviceArray<T> d(host.size());
+  d.upload(host);
+  return d;
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+std::vector<int32_t> consecutive(int32_t first, int64_t count) {
+  std::vector<int32_t> p(static_cast<size_t>(count));
+  std::iota(p.begin(), p.end(), first);
+  return p;
+}
+
+std::vector<float> make_inv_freq(int64_t head_dim,
+                                 double theta) {  // as transformers' default rope init, in fp32
+  std::vector<float> f(size_t(head_dim / 2));
+  for (int64_t i = 0; i < head_dim / 2; ++i)
+    f[size_t(i)] = 1.0f / std::pow(float(theta), float(2 * i) / float(head_dim));
+  return f;
+}
+
+// ---- registry ---------------------------------------------------------------------------------------------
+template <class Args>
+void expect_well_formed(const std::vector<kernels::KernelVersion<Args>>& versions, const char* op) {
+  EXPECT_FALSE(versions.empty()) << op << ": no version registered";
+  std::set<std::string> names;
+  for (const auto& v : versions) {
+    EXPECT_TRUE(v.name && *v.name) << op << ": a version without a name";
+    EXPECT_TRUE(v.summary && *v.summary) << op << "/" << v.name << ": no summary";
+    EXPECT_NE(v.launch, nullptr) << op << "/" << v.name << ": no launch function";
+    EXPECT_TRUE(names.insert(v.name).second) << op << ": duplicate version name " << v.name;
+  }
+}
+
+// Host-only: runs without a GPU too.
+TEST(Registry, EveryOpListsNamedVersions) {
+  expect_well_formed(kernels::embedding_versions(), "embedding");
+  expect_well_formed(kernels::rmsnorm_versions(), "rmsnorm");
+  expect_well_formed(kernels::add_rmsnorm_versions(), "add_rmsnorm");
+  expect_well_formed(kernels::gemm_versions(), "gemm");
+  expect_well_formed(kernels::rope_versions(), "rope");
+  expect_well_formed(kernels::qk_norm_rope_cache_versions(), "qk_norm_rope_cache");
+  expect_well_formed(kernels::kv_write_versions(), "kv_write");
+  expect_well_formed(kernels::attention_versions(), "attention");
+  expect_well_formed(kernels::silu_mul_versions(), "silu_mul");
+  expect_well_formed(kernels::gate_up_swiglu_versions(), "gate_up_swiglu");
+  expect_well_formed(kernels::add_versions(), "add");
+  expect_well_formed(kernels::sample_versions(), "sample");
+}
+
+// ---- 00 embedding -----------------------------------------------------------------------------------------
+TEST_F(GpuTest, EmbeddingCopiesTableRows) {
+  VersionRunner<EmbeddingArgs> runner(kernels::embedding_versions());
+  struct Shape {
+    int64_t vocab, hidden;
+    std::vector<int64_t> token_counts;
+    bool required;
+  };
+  const std::vector<Shape> shapes = {
+      {kVocab, kHidden, {1, 3, 8, 300, 2048}, true}, {1000, 1024, {5}, false}, {300, 2560, {7}, false}};
+  for (const Shape& shape : shapes) {
+    const std::string table_label = "embedding vocab=" + str(shape.vocab) + " hidden=" + str(shape.hidden);
+    const auto table = random_bf16(size_t(shape.vocab * shape.hidden), case_seed(table_label), -1.0f, 1.0f);
+    const auto table_d = to_device(table);  // (vocab, hidden)
+    for (const int64_t tokens : shape.token_counts) {
+      const std::string label = table_label + " tokens=" + str(tokens);
+      std::vector<int32_t> ids(static_cast<size_t>(tokens));  // (tokens)
+      ref::fill_uniform_int(ids, case_seed(label), 0, int32_t(shape.vocab - 1));
+      ids.front() = int32_t(shape.vocab - 1);  // the last row catches an off-by-one at the end of the table
+      if (tokens > 1) ids.back() = 0;
+      std::vector<uint16_t> want(size_t(tokens * shape.hidden));  // (tokens, hidden)
+      ref::embedding(ids, table.data(), shape.hidden, want.data());
+      DeviceArray<int32_t> ids_d(ids.size());
+      DeviceArray<uint16_t> out_d(want.size());
+      const EmbeddingArgs args{ids_d.get(), as_bf16(table_d), as_bf16(out_d), tokens, shape.hidden};
+      runner.run(
+          label, args,
+          [&] {
+            ids_d.upload(ids);
+            out_d.poison();
+          },
+          [&](const std::string& run_label) {
+            const auto got = out_d.download();
+            Check c("out");
+            for (size_t i = 0; i < got.size(); ++i) c.exact(int64_t(i), got[i], want[i]);
+            expect_ok(c, run_label);
+          },
+          shape.required);
+    }
+  }
+}
+
+// ---- 01 rmsnorm -------------------------------------------------------------------------------------------
+TEST_F(GpuTest, RmsnormMatchesReference) {
+  VersionRunner<RmsnormArgs> runner(kernels::rmsnorm_versions());
+  struct Case {
+    std::string name;
+    int64_t rows, n;
+    bool in_place, required;
+  };
+  const std::vector<Case> cases = {
+      {"hidden decode", 1, kHidden, false, true},
+      {"hidden decode b=3", 3, kHidden, false, true},
+      {"hidden prefill T=300", 300, kHidden, false, true},
+      {"hidden prefill T=2048", 2048, kHidden, false, true},
+      {"hidden in place", 3, kHidden, true, true},
+      {"q-norm decode (32 heads) in place", kQHeads, kHeadDim, true, true},
+      {"k-norm decode b=3 in place", 3 * kKvHeads, kHeadDim, true, true},
+      {"q-norm prefill T=300 in place", 300 * kQHeads, kHeadDim, true, true},
+      {"q-norm prefill T=300", 300 * kQHeads, kHeadDim, false, true},
+      {"qwen3-4b hidden", 5, 2560, false, false},
+      {"qwen3-14b hidden", 3, 5120, false, false},
+      {"qwen3-0.6b hidden", 2, 1024, false, false},
+      {"head_dim 64", 7 * 16, 64, true, false},
+      {"n=100 (not a multiple of 8)", 2, 100, false, false},
+  };
+  for (const Case& c : cases) {
+    const std::string label = "rmsnorm " + c.name + " rows=" + str(c.rows) + " n=" + str(c.n);
+    const uint64_t seed = case_seed(label);
+    const auto x = random_bf16(size_t(c.rows * c.n), ref::mix_seed(seed, 1), -3.0f, 3.0f);  // (rows, n)
+    const auto weight = random_bf16(size_t(c.n), ref::mix_seed(seed, 2), -1.5f, 1.5f);      // (n)
+    std::vector<uint16_t> want(x.size());                                                   // (rows, n)
+    ref::rmsnorm(x.data(), weight.data(), c.rows, c.n, kEps, want.data());
+    DeviceArray<uint16_t> x_d(x.size()), y_d(c.in_place ? 0 : x.size());
+    const auto weight_d = to_device(weight);
+    const RmsnormArgs args{
+        as_bf16(x_d), as_bf16(weight_d), c.in_place ? as_bf16(x_d) : as_bf16(y_d), c.rows, c.n, kEps};
+    runner.run(
+        label, args,
+        [&] {
+          x_d.upload(x);
+          y_d.poison();
+        },
+        [&](const std::string& run_label) {
+          const auto got = (c.in_place ? x_d : y_d).download();
+          Check check("y");
+          for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kNormUlps);
+          expect_ok(check, run_label);
+        },
+        c.required);
+  }
+}
+
+TEST_F(GpuTest, AddRmsnormMatchesReference) {
+  VersionRunner<AddRmsnormArgs> runner(kernels::add_rmsnorm_versions());
+  struct Case {
+    int64_t rows, n;
+    bool required;
+  };
+  const std::vector<Case> cases = {{1, kHidden, true},   {3, kHidden, true},    {8, kHidden, true},
+                                   {300, kHidden, true}, {2048, kHidden, true}, {5, 2560, false},
+                                   {2, 1024, false}};
+  for (const Case& c : cases) {
+    const std::string label = "add_rmsnorm rows=" + str(c.rows) + " n=" + str(c.n);
+    const uint64_t seed = case_seed(label);
+    const auto residual =
+        random_bf16(size_t(c.rows * c.n), ref::mix_seed(seed, 1), -8.0f, 8.0f);            // (rows, n)
+    const auto delta = random_bf16(residual.size(), ref::mix_seed(seed, 2), -2.0f, 2.0f);  // (rows, n)
+    const auto weight = random_bf16(size_t(c.n), ref::mix_seed(seed, 3), -1.5f, 1.5f);     // (n)
+    std::vector<uint16_t> want_residual(residual.size());
+    ref::add(residual.data(), delta.data(), int64_t(residual.size()), want_residual.data());
+    DeviceArray<uint16_t> residual_d(residual.size()), y_d(residual.size());
+    const auto delta_d = to_device(delta);
+    const auto weight_d = to_device(weight);
+    const AddRmsnormArgs args{
+        as_bf16(residual_d), as_bf16(delta_d), as_bf16(weight_d), as_bf16(y_d), c.rows, c.n, kEps};
+    runner.run(
+        label, args,
+        [&] {
+          residual_d.upload(residual);
+          y_d.poison();
+        },
+        [&](const std::string& run_label) {
+          const auto got_residual = residual_d.download();
+          const auto got_y = y_d.download();
+          Check r("residual");
+          for (size_t i = 0; i < got_residual.size(); ++i)
+            r.ulps(int64_t(i), got_residual[i], want_residual[i], kAddUlps);
+          expect_ok(r, run_label);
+          // y is judged against the norm of the residual the kernel wrote, so the two checks stay
+          // independent.
+          std::vector<uint16_t> want_y(got_y.size());
+          ref::rmsnorm(got_residual.data(), weight.data(), c.rows, c.n, kEps, want_y.data());
+          Check y("y");
+          for (size_t i = 0; i < got_y.size(); ++i) y.ulps(int64_t(i), got_y[i], want_y[i], kNormUlps);
+          expect_ok(y, run_label);
+        },
+        c.required);
+  }
+}
+
+// ---- 02 gemm ----------------------------------------------------------------------------------------------
+struct GemmShape {
+  const char* name;
+  int64_t n, k;
+};
+// The engine's projections at Qwen3-8B: QKV fused, O, gate|up fused, down, lm_head.
+const GemmShape kEngineGemms[] = {{"qkv", 6144, 4096},
+                                  {"o", 4096, 4096},
+                                  {"gate_up", 24576, 4096},
+                                  {"down", 4096, 12288},
+                                  {"lm_head", kVocab, 4096}};
+
+std::vector<VersionUnderTest<GemmArgs>> gemm_versions_and_cublas() {
+  auto versions = versions_under_test(kernels::gemm_versions());
+  const bool listed = std::any_of(versions.begin(), versions.end(),
+                                  [](const auto& v) { return v.launch == &kernels::launch_gemm_cublas; });
+  // cuBLAS is checked too (it validates the reference), but not replayed from a graph: it is never in the
+  // engine's.
+  if (!listed) versions.push_back({"cublas", &kernels::launch_gemm_cublas, nullptr, false});
+  return versions;
+}
+
+// Inputs and the CPU reference of one (n, k) shape for the rows `rows` of x.
+struct GemmProblem {
+  int64_t max_m, n, k;
+  std::vector<uint16_t> x, w;         // (max_m, k), (n, k)
+  std::vector<int64_t> rows;          // rows of x with a CPU reference
+  std::vector<float> exact, abs_sum;  // (rows.size(), n)
+  DeviceArray<uint16_t> x_d, w_d;
+
+  GemmProblem(const std::string& label, int64_t max_m_, int64_t n_, int64_t k_, std::vector<int64_t> rows_)
+      : max_m(max_m_), n(n_), k(k_), rows(std::move(rows_)) {
+    const uint64_t seed = case_seed(label);
+    x = random_bf16(size_t(max_m * k), ref::mix_seed(seed, 1), -2.0f, 2.0f);
+    w = random_bf16(size_t(n * k), ref::mix_seed(seed, 2), -0.05f, 0.05f);
+    exact.resize(rows.size() * size_t(n));
+    abs_sum.resize(exact.size());
+    ref::gemm(x.data(), w.data(), n, k, rows, exact.data(), abs_sum.data());
+    x_d = to_device(x);
+    w_d = to_device(w);
+  }
+
+  // Checks y (m, n): rows with a CPU reference within the bound, every element written and finite, and, when
+  // `cublas` is given, every row against it.
+  void check(const std::vector<uint16_t>& got, int64_t m, const std::vector<uint16_t>* cublas,
+             const std::string& run_label) const {
+    Check vs_cpu("y vs CPU");
+    std::vector<uint8_t> cpu_checked(size_t(m), 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const int64_t i = rows[r];
+      if (i >= m) continue;
+      cpu_checked[size_t(i)] = 1;
+      for (int64_t j = 0; j < n; ++j) {
+        const double e = exact[r * size_t(n) + size_t(j)];
+        const double bound = kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[r * size_t(n) + size_t(j)];
+        vs_cpu.near(i * n + j, got[size_t(i * n + j)], e, bound);
+      }
+    }
+    expect_ok(vs_cpu, run_label, kGemmFrobenius);
+    if (cublas) {
+      Check vs_cublas("y vs cuBLAS");
+      for (int64_t i = 0; i < m; ++i) {
+        double sum_sq = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const double v = ref::to_float((*cublas)[size_t(i * n + j)]);
+          sum_sq += v * v;
+        }
+        const double row_rms = std::sqrt(sum_sq / double(n));
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = ref::to_float((*cublas)[size_t(i * n + j)]);
+          // Both sides rounded once to bf16 from fp32 sums in different orders.
+          vs_cublas.near(i * n + j, got[size_t(i * n + j)], want,
+                         0x1p-6 * std::fabs(want) + 0x1p-10 * row_rms);
+        }
+      }
+      expect_ok(vs_cublas, run_label, kGemmFrobenius);
+    } else {
+      Check written("y rows without a reference");
+      for (int64_t i = 0; i < m; ++i)
+        if (!cpu_checked[size_t(i)])
+          for (int64_t j = 0; j < n; ++j) written.near(i * n + j, got[size_t(i * n + j)], 0.0, INFINITY);
+      expect_ok(written, run_label);
+    }
+  }
+};
+
+TEST_F(GpuTest, GemmDecodeShapes) {
+  VersionRunner<GemmArgs> runner(gemm_versions_and_cublas());
+  for (const GemmShape& shape : kEngineGemms) {
+    const std::string base = std::string("gemm ") + shape.name + " n=" + str(shape.n) + " k=" + str(shape.k);
+    // One reference for m = 8; the m < 8 cases use its first m rows.
+    const GemmProblem problem(base, 8, shape.n, shape.k, {0, 1, 2, 3, 4, 5, 6, 7});
+    for (int64_t m = 1; m <= 8; ++m) {
+      const std::string label = base + " m=" + str(m);
+      DeviceArray<uint16_t> y_d(size_t(m * shape.n));  // (m, n)
+      const GemmArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(y_d), m, shape.n, shape.k};
+      runner.run(
+          label, args, [&] { y_d.poison(); },
+          [&](const std::string& run_label) { problem.check(y_d.download(), m, nullptr, run_label); }, true);
+    }
+  }
+}
+
+TEST_F(GpuTest, GemmPrefillAndAwkwardShapes) {
+  VersionRunner<GemmArgs> runner(gemm_versions_and_cublas());
+  struct Case {
+    std::string name;
+    int64_t m, n, k;
+    bool required, large;
+  };
+  const std::vector<Case> cases = {
+      {"qkv", 3, 6144, 4096, true, false},
+      {"o", 300, 4096, 4096, true, true},
+      {"down", 300, 4096, 12288, true, true},
+      {"gate_up", 3, 24576, 4096, true, false},
+      {"lm_head", 3, kVocab, 4096, true, false},
+      {"qwen3-4b gate_up", 300, 2 * 9728, 2560, false, true},
+      {"qwen3-4b down", 3, 2560, 9728, false, false},
+      {"qwen3-0.6b lm_head", 1, kVocab, 1024, false, false},
+      {"n not a multiple of 64", 17, 1000, 4096, false, false},
+      {"k not a multiple of 64", 7, 4096, 1000, false, false},
+      {"odd n, small k", 33, 129, 264, false, false},
+      {"decode, odd n, small k", 1, 129, 264, false, false},
+      {"tiny n and k", 300, 200, 72, false, false},
+  };
+  for (const Case& c : cases) {
+    if (c.large && quick_mode()) continue;
+    const std::string label = "gemm " + c.name + " m=" + str(c.m) + " n=" + str(c.n) + " k=" + str(c.k);
+    std::vector<int64_t> rows(size_t(c.m));
+    std::iota(rows.begin(), rows.end(), 0);
+    const GemmProblem problem(label, c.m, c.n, c.k, rows);
+    DeviceArray<uint16_t> y_d(size_t(c.m * c.n));  // (m, n)
+    const GemmArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(y_d), c.m, c.n, c.k};
+    runner.run(
+        label, args, [&] { y_d.poison(); },
+        [&](const std::string& run_label) { problem.check(y_d.download(), c.m, nullptr, run_label); },
+        c.required);
+  }
+}
+
+TEST_F(GpuTest, GemmPrefillLargeAgainstCublasAndSampledRows) {
+  if (quick_mode()) {
+    GTEST_SKIP() << "QWEN3_GPU_TESTS_QUICK: large prefill GEMMs skipped";
+  }
+  VersionRunner<GemmArgs> runner(gemm_versions_and_cublas());
+  for (const GemmShape& shape : kEngineGemms) {
+    const bool lm_head = std::string(shape.name) == "lm_head";
+    const int64_t max_m = lm_head ? 512 : 2048;  // the engine projects only the last prompt token to logits
+    const std::string base = std::string("gemm ") + shape.name + " n=" + str(shape.n) + " k=" + str(shape.k);
+    std::vector<int64_t> rows = {0, 1, 255, 256, 511};
+    if (max_m > 512) rows.insert(rows.end(), {512, 1023, 1500, 2047});
+    const GemmProblem problem(base + " prefill", max_m, shape.n, shape.k, rows);
+    for (const int64_t m : {int64_t(512), int64_t(2048)}) {
+      if (m > max_m) continue;
+      const std::string label = base + " m=" + str(m);
+      DeviceArray<uint16_t> y_d(size_t(m * shape.n));  // (m, n)
+      const GemmArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(y_d), m, shape.n, shape.k};
+      y_d.poison();
+      kernels::launch_gemm_cublas(args, test_stream());
+      VersionRunner<GemmArgs>::finish(label + " | cublas reference");
+      const std::vector<uint16_t> cublas = y_d.download();
+      runner.run(
+          label, args, [&] { y_d.poison(); },
+          [&](const std::string& run_label) { problem.check(y_d.download(), m, &cublas, run_label); }, true);
+    }
+  }
+}
+
+// ---- 03 rope ----------------------------------------------------------------------------------------------
+TEST_F(GpuTest, RopeMatchesReference) {
+  VersionRunner<RopeArgs> runner(kernels::rope_versions());
+  struct Case {
+    std::string name;
+    int64_t q_heads, kv_heads, head_dim;
+    std::vector<int32_t> positions;
+    double theta;
+    float attention_factor;
+    bool required;
+  };
+  std::vector<int32_t> decode8(8);
+  ref::fill_uniform_int(decode8, case_seed("rope decode positions"), 0, 40959);
+  decode8[0] = 0;
+  decode8[1] = 40959;  // Qwen3's longest context: sincosf must reduce large angles accurately
+  const std::vector<Case> cases = {
+      {"decode b=1", kQHeads, kKvHeads, kHeadDim, {4097}, 1e6, 1.0f, true},
+      {"decode b=8", kQHeads, kKvHeads, kHeadDim, decode8, 1e6, 1.0f, true},
+      {"prefill T=3", kQHeads, kKvHeads, kHeadDim, consecutive(0, 3), 1e6, 1.0f, true},
+      {"prefill T=300 from 17", kQHeads, kKvHeads, kHeadDim, consecutive(17, 300), 1e6, 1.0f, true},
+      {"prefill T=2048", kQHeads, kKvHeads, kHeadDim, consecutive(0, 2048), 1e6, 1.0f, true},
+      {"qwen3-0.6b heads", 16, 8, 128, {3, 900, 31000, 7, 1}, 1e6, 1.0f, false},
+      {"head_dim 64", 8, 4, 64, consecutive(100, 7), 1e4, 1.0f, false},
+      {"odd head counts", 14, 2, 64, {0, 5, 77}, 1e4, 1.0f, false},
+      {"attention factor 1.3 (YaRN)", kQHeads, kKvHeads, kHeadDim, {0, 1, 8191, 32768}, 1e6, 1.3f, false},
+  };
+  for (const Case& c : cases) {
+    const int64_t tokens = int64_t(c.positions.size());
+    const std::string label = "rope " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
+                              " head_dim=" + str(c.head_dim) + " tokens=" + str(tokens);
+    const uint64_t seed = case_seed(label);
+    const auto q = random_bf16(size_t(tokens * c.q_heads * c.head_dim), ref::mix_seed(seed, 1), -4.0f, 4.0f);
+    const auto k = random_bf16(size_t(tokens * c.kv_heads * c.head_dim), ref::mix_seed(seed, 2), -4.0f, 4.0f);
+    const auto inv_freq = make_inv_freq(c.head_dim, c.theta);  // (head_dim / 2)
+    auto want_q = q, want_k = k;
+    std::vector<float> q_mag(q.size()), k_mag(k.size());
+    ref::rope(want_q.data(), want_k.data(), c.positions, inv_freq, c.attention_factor, c.q_heads, c.kv_heads,
+              c.head_dim, q_mag.data(), k_mag.data());
+    DeviceArray<uint16_t> q_d(q.size()), k_d(k.size());
+    const auto positions_d = to_device(c.positions);
+    const auto inv_freq_d = to_device(inv_freq);
+    const RopeArgs args{as_bf16(q_d), as_bf16(k_d), positions_d.get(), inv_freq_d.get(), c.attention_factor,
+                        tokens,       c.q_heads,    c.kv_heads,        c.head_dim};
+    runner.run(
+        label, args,
+        [&] {
+          q_d.upload(q);
+          k_d.upload(k);
+        },
+        [&](const std::string& run_label) {
+          for (const bool is_q : {true, false}) {
+            const auto got = (is_q ? q_d : k_d).download();
+            const auto& want = is_q ? want_q : want_k;
+            const auto& mag = is_q ? q_mag : k_mag;
+            Check check(is_q ? "q" : "k");
+            for (size_t i = 0; i < got.size(); ++i) {
+              const double w = ref::to_float(want[i]);
+              check.near(int64_t(i), got[i], w, kRopeTermTol * mag[i] + kRopeResultTol * std::fabs(w));
+            }
+            expect_ok(check, run_label);
+          }
+        },
+        c.required);
+  }
+}
+
+// ---- 03 QK-norm + RoPE + KV-cache write (fused), and the unfused KV write ---------------------------------
+// A KV cache of (slots, max_ctx, kv_heads, head_dim) with the rows that a set of tokens writes.
+struct CacheLayout {
+  int64_t num_slots, max_ctx, kv_heads, head_dim;
+  int64_t size() const { return num_slots * max_ctx * kv_heads * head_dim; }
+  int64_t row_offset(int64_t slot, int64_t position) const {
+    return (slot * max_ctx + position) * kv_heads * head_dim;
+  }
+};
+
+// Checks a cache: the rows written by the tokens against `want` (exact, or within `bound` when given), every
+// other element still poison.
+void check_cache(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
+                 const std::vector<float>* bound, const CacheLayout& layout,
+                 const std::vector<int32_t>& positions, const std::vector<int32_t>& slots, const char* what,
+                 const std::string& run_label) {
+  const int64_t row = layout.kv_heads * layout.head_dim;
+  std::vector<uint8_t> written(size_t(layout.num_slots * layout.max_ctx), 0);
+  for (size_t t = 0; t < positions.size(); ++t)
+    written[size_t((slots.empty() ? 0 : slots[t]) * layout.max_ctx + positions[t])] = 1;
+  Check check(what);
+  for (int64_t r = 0; r < layout.num_slots * layout.max_ctx; ++r) {
+    for (int64_t i = r * row; i < (r + 1) * row; ++i) {
+      if (!written[size_t(r)]) {
+        check.untouched(i, got[size_t(i)]);
+      } else if (bound) {
+        const double w = ref::to_float(want[size_t(i)]);
+        check.near(i, got[size_t(i)], w, (*bound)[size_t(i)]);
+      } else {
+        check.exact(i, got[size_t(i)], want[size_t(i)]);
+      }
+    }
+  }
+  expect_ok(check, run_label);
+}
+
+struct CacheCase {
+  std::string name;
+  int64_t q_heads, kv_heads, head_dim;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> slots;  // empty: nullptr (slot 0)
+  int64_t num_slots, max_ctx;
+  bool required;
+};
+
+std::vector<CacheCase> cache_cases() {
+  std::vector<int32_t> decode8(8);
+  ref::fill_uniform_int(decode8, case_seed("cache decode positions"), 0, 1099);
+  return {
+      {"decode b=1", kQHeads, kKvHeads, kHeadDim, {1023}, {}, 1, 1100, true},
+      {"decode b=4", kQHeads, kKvHeads, kHeadDim, {5, 1099, 0, 640}, {2, 0, 3, 1}, 4, 1100, true},
+      {"decode b=8", kQHeads, kKvHeads, kHeadDim, decode8, {7, 3, 5, 1, 0, 6, 2, 4}, 8, 1100, true},
+      {"prefill T=3", kQHeads, kKvHeads, kHeadDim, consecutive(0, 3), {}, 1, 1100, true},
+      {"prefill T=300 from 17 in slot 1", kQHeads, kKvHeads, kHeadDim, consecutive(17, 300),
+       std::vector<int32_t>(300, 1), 2, 1100, true},
+      {"qwen3-0.6b heads b=3", 16, 8, 128, {9, 700, 64}, {1, 2, 0}, 3, 1100, false},
+      {"head_dim 64 b=3", 16, 8, 64, {9, 700, 64}, {1, 2, 0}, 3, 1100, false},
+      {"gqa 1 T=5", 8, 8, 128, consecutive(40, 5), {}, 1, 1100, false},
+  };
+}
+
+TEST_F(GpuTest, QkNormRopeCacheMatchesReference) {
+  VersionRunner<QkNormRopeCacheArgs> runner(kernels::qk_norm_rope_cache_versions());
+  for (const CacheCase& c : cache_cases()) {
+    const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim;
+    const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
+    const std::string label = "qk_norm_rope_cache " + c.name + " heads=" + str(c.q_heads) + "/" +
+                              str(c.kv_heads) + " head_dim=" + str(D);
+    const uint64_t seed = case_seed(label);
+    const auto qkv =
+        random_bf16(size_t(tokens * qkv_width), ref::mix_seed(seed, 1), -4.0f, 4.0f);  // q | k | v
+    const auto q_norm = random_bf16(size_t(D), ref::mix_seed(seed, 2), -1.5f, 1.5f);   // (head_dim)
+    const auto k_norm = random_bf16(size_t(D), ref::mix_seed(seed, 3), -1.5f, 1.5f);   // (head_dim)
+    const auto inv_freq = make_inv_freq(D, 1e6);
+    const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
+
+    // Reference: rmsnorm per head, then rope; k and v into the cache at (slot, position).
+    std::vector<uint16_t> want_q(size_t(tokens * c.q_heads * D));  // (tokens, q_heads, head_dim)
+    std::vector<float> q_bound(want_q.size());
+    std::vector<uint16_t> want_k(size_t(layout.size())), want_v(size_t(layout.size()));
+    std::vector<float> k_bound(size_t(layout.size()));
+    std::vector<float> cos(size_t(D / 2)), sin(size_t(D / 2)), mag(static_cast<size_t>(D));
+    std::vector<uint16_t> head(static_cast<size_t>(D));
+    for (int64_t t = 0; t < tokens; ++t) {
+      ref::rope_cos_sin(c.positions[size_t(t)], inv_freq, 1.0f, cos.data(), sin.data());
+      const uint16_t* row = qkv.data() + t * qkv_width;
+      const int64_t slot = c.slots.empty() ? 0 : c.slots[size_t(t)];
+      for (int64_t h = 0; h < c.q_heads + c.kv_heads; ++h) {
+        const bool is_q = h < c.q_heads;
+        ref::rmsnorm(row + h * D, (is_q ? q_norm : k_norm).data(), 1, D, kEps, head.data());
+        ref::rope_head(head.data(), D, cos.data(), sin.data(), mag.data());
+        const int64_t out = is_q ? (t * c.q_heads + h) * D
+                                 : layout.row_offset(slot, c.positions[size_t(t)]) + (h - c.q_heads) * D;
+        for (int64_t d = 0; d < D; ++d) {
+          const double bound = kQkNormRopeTermTol * mag[size_t(d)] +
+                               kRopeResultTol * std::fabs(ref::to_float(head[size_t(d)]));
+          (is_q ? want_q : want_k)[size_t(out + d)] = head[size_t(d)];
+          (is_q ? q_bound : k_bound)[size_t(out + d)] = float(bound);
+        }
+      }
+      for (int64_t h = 0; h < c.kv_heads; ++h)
+        std::copy_n(row + (c.q_heads + c.kv_heads + h) * D, D,
+                    want_v.begin() + layout.row_offset(slot, c.positions[size_t(t)]) + h * D);
+    }
+
+    const auto qkv_d = to_device(qkv);
+    const auto q_norm_d = to_device(q_norm), k_norm_d = to_device(k_norm);
+    const auto positions_d = to_device(c.positions);
+    const DeviceArray<int32_t> slots_d = to_device(c.slots);
+    const auto inv_freq_d = to_device(inv_freq);
+    DeviceArray<uint16_t> q_out_d(want_q.size()), k_cache_d(size_t(layout.size())),
+        v_cache_d(size_t(layout.size()));
+    const QkNormRopeCacheArgs args{as_bf16(qkv_d),
+                                   as_bf16(q_norm_d),
+                                   as_bf16(k_norm_d),
+                                   as_bf16(q_out_d),
+                                   as_bf16(k_cache_d),
+                                   as_bf16(v_cache_d),
+                                   positions_d.get(),
+                                   c.slots.empty() ? nullptr : slots_d.get(),
+                                   inv_freq_d.get(),
+                                   1.0f,
+                                   kEps,
+                                   tokens,
+                                   c.q_heads,
+                                   c.kv_heads,
+                                   D,
+                                   c.max_ctx};
+    runner.run(
+        label, args,
+        [&] {
+          q_out_d.poison();
+          k_cache_d.poison();
+          v_cache_d.poison();
+        },
+        [&](const std::string& run_label) {
+          const auto got_q = q_out_d.download();
+          Check q("q_out");
+          for (size_t i = 0; i < got_q.size(); ++i)
+            q.near(int64_t(i), got_q[i], ref::to_float(want_q[i]), q_bound[i]);
+          expect_ok(q, run_label);
+          check_cache(k_cache_d.download(), want_k, &k_bound, layout, c.positions, c.slots, "k_cache",
+                      run_label);
+          check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
+                      run_label);
+        },
+        c.required);
+  }
+}
+
+TEST_F(GpuTest, KvWriteCopiesRowsIntoTheCache) {
+  VersionRunner<KvWriteArgs> runner(kernels::kv_write_versions());
+  for (const CacheCase& c : cache_cases()) {
+    for (const bool strided : {true, false}) {  // k and v read from the fused qkv rows, or packed
+      const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, kv_width = c.kv_heads * D;
+      const int64_t row_stride = strided ? (c.q_heads + 2 * c.kv_heads) * D : kv_width;
+      const std::string label = "kv_write " + c.name + (strided ? " strided" : " packed") +
+                                " kv_heads=" + str(c.kv_heads) + " head_dim=" + str(D);
+      const uint64_t seed = case_seed(label);
+      // strided: (tokens, (q_heads + 2 kv_heads) * head_dim) with k at column q_heads*D and v after it;
+      // packed: k then v, each (tokens, kv_heads * head_dim).
+      const auto source =
+          random_bf16(size_t(tokens * (strided ? row_stride : 2 * kv_width)), seed, -4.0f, 4.0f);
+      const int64_t k_offset = strided ? c.q_heads * D : 0;
+      const int64_t v_offset = strided ? (c.q_heads + c.kv_heads) * D : tokens * kv_width;
+      const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
+      std::vector<uint16_t> want_k(size_t(layout.size())), want_v(size_t(layout.size()));
+      for (int64_t t = 0; t < tokens; ++t) {
+        const int64_t dst =
+            layout.row_offset(c.slots.empty() ? 0 : c.slots[size_t(t)], c.positions[size_t(t)]);
+        std::copy_n(source.begin() + k_offset + t * row_stride, kv_width, want_k.begin() + dst);
+        std::copy_n(source.begin() + v_offset + t * row_stride, kv_width, want_v.begin() + dst);
+      }
+      const auto source_d = to_device(source);
+      const auto positions_d = to_device(c.positions);
+      const DeviceArray<int32_t> slots_d = to_device(c.slots);
+      DeviceArray<uint16_t> k_cache_d(size_t(layout.size())), v_cache_d(size_t(layout.size()));
+      const KvWriteArgs args{as_bf16(source_d) + k_offset,
+                             as_bf16(source_d) + v_offset,
+                             as_bf16(k_cache_d),
+                             as_bf16(v_cache_d),
+                             positions_d.get(),
+                             c.slots.empty() ? nullptr : slots_d.get(),
+                             tokens,
+                             c.kv_heads,
+                             D,
+                             c.max_ctx,
+                             row_stride,
+                             row_stride};
+      runner.run(
+          label, args,
+          [&] {
+            k_cache_d.poison();
+            v_cache_d.poison();
+          },
+          [&](const std::string& run_label) {
+            check_cache(k_cache_d.download(), want_k, nullptr, layout, c.positions, c.slots, "k_cache",
+                        run_label);
+            check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
+                        run_label);
+          },
+          c.required);
+    }
+  }
+}
+
+// ---- 04 attention -----------------------------------------------------------------------------------------
+struct AttentionCase {
+  std::string name;
+  int64_t q_heads, kv_heads, head_dim;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> slots;  // empty: nullptr (slot 0)
+  int64_t num_slots, max_ctx;
+  bool required = false;
+  bool needles = false;     // a few keys dominate: a dropped or extra key moves the output visibly
+  bool nan_beyond = false;  // cache rows past each slot's last position hold NaN instead of large values
+  bool loose_max_position = false;  // max_position = max_ctx - 1 (a valid upper bound, larger than the truth)
+};
+
+// Positions where tiles and splits start or end: a needle there is lost by an off-by-one at the edge.
+const int32_t kTileEdges[] = {0,   1,   15,  16,   31,   32,   63,   64,   127,  128, 255,
+                              256, 511, 512, 1023, 1024, 2047, 2048, 4095, 4096, 8191};
+
+void run_attention_case(VersionRunner<AttentionArgs>& runner, const AttentionCase& c) {
+  const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim;
+  const std::string label = "attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
+                            " head_dim=" + str(D) + " tokens=" + str(tokens);
+  const uint64_t seed = case_seed(label);
+  const float scale = 1.0f / std::sqrt(float(D));
+  const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
+  const int64_t row = c.kv_heads * D;
+
+  // Keys and values in [-1, 1]; queries in [-6, 6] so scores spread over ~+-6 and the softmax is peaked.
+  auto q = random_bf16(size_t(tokens * c.q_heads * D), ref::mix_seed(seed, 1), -6.0f, 6.0f);
+  auto k_cache = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 2), -1.0f, 1.0f);
+  auto v_cache = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 3), -1.0f, 1.0f);
+
+  if (c.needles) {
+    // q = A u + noise and needle keys = A u + noise with |u| = 1: a needle scores ~12 against ~+-1 for the
+    // rest.
+    const float amplitude = std::sqrt(12.0f / scale);
+    std::vector<float> u(static_cast<size_t>(D));
+    for (int64_t d = 0; d < D; ++d)
+      u[size_t(d)] = ((ref::mix_seed(seed, 100 + uint64_t(d)) & 1) ? 1.0f : -1.0f) / std::sqrt(float(D));
+    const auto noise = random_bf16(q.size() + size_t(layout.size()), ref::mix_seed(seed, 4), -0.3f, 0.3f);
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = ref::to_bf16(amplitude * u[i % size_t(D)] + ref::to_float(noise[i]));
+    std::set<int64_t> needle_rows(std::begin(kTileEdges), std::end(kTileEdges));
+    for (const int32_t p : c.positions) needle_rows.insert({int64_t(p) - 1, int64_t(p), int64_t(p) + 1});
+    for (int64_t slot = 0; slot < c.num_slots; ++slot)
+      for (const int64_t j : needle_rows) {
+        if (j < 0 || j >= c.max_ctx) continue;
+        for (int64_t i = layout.row_offset(slot, j); i < layout.row_offset(slot, j) + row; ++i)
+          k_cache[size_t(i)] =
+              ref::to_bf16(amplitude * u[size_t(i % D)] + ref::to_float(noise[q.size() + size_t(i)]));
+      }
+  }
+
+  // Rows past the last position each slot's tokens reach hold garbage the kernel must never use.
+  std::vector<int64_t> valid_rows(size_t(c.num_slots), 0);
+  for (size_t t = 0; t < c.positions.size(); ++t) {
+    const int64_t slot = c.slots.empty() ? 0 : c.slots[t];
+    valid_rows[size_t(slot)] = std::max(valid_rows[size_t(slot)], int64_t(c.positions[t]) + 1);
+  }
+  const auto garbage = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 5), -30.0f, 30.0f);
+  for (int64_t slot = 0; slot < c.num_slots; ++slot)
+    for (int64_t i = layout.row_offset(slot, valid_rows[size_t(slot)]); i < layout.row_offset(slot + 1, 0);
+         ++i) {
+      if (c.needles && !c.nan_beyond) continue;  // needles past the position test the mask instead
+      const uint16_t value = c.nan_beyond ? kPoisonBf16 : garbage[size_t(i)];
+      k_cache[size_t(i)] = value;
+      v_cache[size_t(i)] = c.nan_beyond ? kPoisonBf16 : garbage[size_t((i * 7 + 3) % layout.size())];
+    }
+
+  std::vector<float> exact(q.size()), weighted_abs(q.size());  // (tokens, q_heads, head_dim)
+  ref::attention({tokens, c.q_heads, c.kv_heads, D, c.max_ctx, scale}, q.data(), k_cache.data(),
+                 v_cache.data(), c.positions, c.slots, exact.data(), weighted_abs.data());
+
+  const auto q_d = to_device(q), k_d = to_device(k_cache), v_d = to_device(v_cache);
+  const auto positions_d = to_device(c.positions);
+  const DeviceArray<int32_t> slots_d = to_device(c.slots);
+  DeviceArray<uint16_t> out_d(q.size());
+  const int64_t workspace_floats = kernels::attention_workspace_floats(tokens, c.q_heads, D, c.max_ctx);
+  DeviceArray<float> workspace_d(size_t(std::max<int64_t>(workspace_floats, 1)));
+  const int64_t max_position =
+      c.loose_max_position ? c.max_ctx - 1 : *std::max_element(c.positions.begin(), c.positions.end());
+  const AttentionArgs args{as_bf16(q_d),
+                           as_bf16(k_d),
+                           as_bf16(v_d),
+                           as_bf16(out_d),
+                           positions_d.get(),
+                           c.slots.empty() ? nullptr : slots_d.get(),
+                           tokens,
+                           c.q_heads,
+                           c.kv_heads,
+                           D,
+                           c.max_ctx,
+                           max_position,
+                           scale,
+                           workspace_d.get()};
+  runner.run(
+      label, args,
+      [&] {
+        out_d.poison();
+        workspace_d.poison();  // NaN: partials must be written before they are read
+      },
+      [&](const std::string& run_label) {
+        const auto got = out_d.download();
+        Check check("out");
+        for (size_t i = 0; i < got.size(); ++i)
+          check.near(int64_t(i), got[i], exact[i],
+                     kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
+        expect_ok(check, run_label, kAttnFrobenius);
+      },
+      c.required);
+}
+
+TEST_F(GpuTest, AttentionDecode) {
+  VersionRunner<AttentionArgs> runner(kernels::attention_versions());
+  const std::vector<AttentionCase> cases = {
+      {"decode ctx=1", kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 8200, true},
+      {"decode ctx=17", kQHeads, kKvHeads, kHeadDim, {16}, {}, 1, 8200, true},
+      {"decode ctx=1000", kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 8200, true},
+      {"decode ctx=4097", kQHeads, kKvHeads, kHeadDim, {4096}, {}, 1, 8200, true},
+      {"decode b=4 ctx 1/17/1000/4097",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       {0, 16, 999, 4096},
+       {2, 0, 3, 1},
+       5,
+       8200,
+       true},
+      {"decode b=8 at tile edges",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       {4, 4096, 63, 64, 126, 127, 128, 8191},
+       {7, 3, 5, 1, 0, 6, 2, 4},
+       8,
+       8192,
+       true},
+      {"decode b=2 loose max_position",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       {100, 2000},
+       {1, 0},
+       2,
+       4100,
+       true,
+       false,
+       false,
+       true},
+      {"decode gqa=1", 8, 8, 128, {16, 999, 128}, {0, 1, 2}, 3, 1100},
+      {"decode gqa=2", 16, 8, 128, {16, 999, 128}, {2, 1, 0}, 3, 1100},
+      {"decode gqa=8 (qwen3-32b)", 64, 8, 128, {16, 999, 128}, {0, 2, 1}, 3, 1100},
+      {"decode gqa=4 head_dim=64", 16, 4, 64, {16, 999, 128, 5, 64}, {0, 1, 2, 3, 4}, 5, 1100},
+      {"decode gqa=2 head_dim=64", 16, 8, 64, {16, 999}, {1, 0}, 2, 1100},
+      {"decode needles b=4",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       {0, 200, 1024, 4096},
+       {1, 2, 3, 0},
+       4,
+       4200,
+       true,
+       true},
+      {"decode NaN past the context b=3",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       {16, 999, 128},
+       {0, 1, 2},
+       3,
+       1100,
+       true,
+       false,
+       true},
+  };
+  for (const AttentionCase& c : cases) run_attention_case(runner, c);
+}
+
+TEST_F(GpuTest, AttentionPrefill) {
+  VersionRunner<AttentionArgs> runner(kernels::attention_versions());
+  std::vector<AttentionCase> cases = {
+      {"prefill T=1", kQHeads, kKvHeads, kHeadDim, consecutive(0, 1), {}, 1, 2100, true},
+      {"prefill T=3", kQHeads, kKvHeads, kHeadDim, consecutive(0, 3), {}, 1, 2100, true},
+      {"prefill T=300", kQHeads, kKvHeads, kHeadDim, consecutive(0, 300), {}, 1, 2100, true},
+      {"prefill T=300 from 17 in slot 1", kQHeads, kKvHeads, kHeadDim, consecutive(17, 300),
+       std::vector<int32_t>(300, 1), 2, 2100, true},
+      {"prefill T=512", kQHeads, kKvHeads, kHeadDim, consecutive(0, 512), {}, 1, 2100, true},
+      {"prefill gqa=4 head_dim=64 T=300 from 5", 16, 4, 64, consecutive(5, 300), {}, 1, 1100},
+      {"prefill gqa=1 T=3 from 1000", 8, 8, 128, consecutive(1000, 3), {}, 1, 1100},
+      {"prefill gqa=8 (qwen3-32b) T=65", 64, 8, 128, consecutive(0, 65), {}, 1, 1100},
+      {"prefill needles T=300 from 40",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       consecutive(40, 300),
+       {},
+       1,
+       2100,
+       true,
+       true},
+      {"prefill NaN past the context T=65",
+       kQHeads,
+       kKvHeads,
+       kHeadDim,
+       consecutive(0, 65),
+       {},
+       1,
+       1100,
+       true,
+       false,
+       true},
+  };
+  if (!quick_mode())
+    cases.push_back({"prefill T=2048", kQHeads, kKvHeads, kHeadDim, consecutive(0, 2048), {}, 1, 2048, true});
+  for (const AttentionCase& c : cases) run_attention_case(runner, c);
+}
+
+// ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
+TEST_F(GpuTest, SiluMulMatchesReference) {
+  VersionRunner<SiluMulArgs> runner(kernels::silu_mul_versions());
+  struct Case {
+    int64_t tokens, inter;
+    bool required;
+  };
+  const std::vector<Case> cases = {{1, kInter, true},   {3, kInter, true},    {8, kInter, true},
+                                   {300, kInter, true}, {2048, kInter, true}, {5, 3072, false},
+                                   {3, 9728, false},    {2, 100, false}};
+  for (const Case& c : cases) {
+    const std::string label = "silu_mul tokens=" + str(c.tokens) + " inter=" + str(c.inter);
+    const uint64_t seed = case_seed(label);
+    // gate in [-8, 8] covers silu's curved part and both tails; up in [-3, 3]. (tokens, 2 * inter)
+    std::vector<uint16_t> gate_up(size_t(c.tokens * 2 * c.inter));
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      ref::fill_uniform_bf16(std::span(gate_up).subspan(size_t(t * 2 * c.inter), size_t(c.inter)),
+                             ref::mix_seed(seed, uint64_t(2 * t)), -8.0f, 8.0f);
+      ref::fill_uniform_bf16(std::span(gate_up).subspan(size_t(t * 2 * c.inter + c.inter), size_t(c.inter)),
+                             ref::mix_seed(seed, uint64_t(2 * t + 1)), -3.0f, 3.0f);
+    }
+    std::vector<uint16_t> want(size_t(c.tokens * c.inter));  // (tokens, inter)
+    ref::silu_mul(gate_up.data(), c.tokens, c.inter, want.data());
+    const auto gate_up_d = to_device(gate_up);
+    DeviceArray<uint16_t> out_d(want.size());
+    const SiluMulArgs args{as_bf16(gate_up_d), as_bf16(out_d), c.tokens, c.inter};
+    runner.run(
+        label, args, [&] { out_d.poison(); },
+        [&](const std::string& run_label) {
+          const auto got = out_d.download();
+          Check check("out");
+          for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kSiluUlps);
+          expect_ok(check, run_label);
+        },
+        c.required);
+  }
+}
+
+// The gate|up projection with SwiGLU in its epilogue. g and u are the bf16-rounded projections, and an fp32
+// accumulation in any order may land anywhere within its error of the exact sum (taken as 2^-18 sum |x w|,
+// far above the typical fp32 error): the output must lie within two bf16 ulps of the range swiglu takes over
+// the bf16 values g and u can round to (for a tiny u that range spans many ulps, for most elements it is one
+// value).
+TEST_F(GpuTest, GateUpSwigluMatchesReference) {
+  VersionRunner<GateUpSwigluArgs> runner(kernels::gate_up_swiglu_versions());
+  struct Case {
+    std::string name;
+    int64_t max_m, inter, k;
+    std::vector<int64_t> ms;
+    bool required, large;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", 8, kInter, kHidden, {1, 2, 3, 4, 5, 6, 7, 8}, true, false},
+      {"qwen3-0.6b", 3, 3072, 1024, {3}, false, false},
+      {"qwen3-4b", 2, 9728, 2560, {2}, false, false},
+      {"qwen3-8b prefill", 300, kInter, kHidden, {300}, false, true},
+  };
+  for (const Case& c : cases) {
+    if (c.large && quick_mode()) continue;
+    const std::string base = "gate_up_swiglu " + c.name + " inter=" + str(c.inter) + " k=" + str(c.k);
+    std::vector<int64_t> rows(static_cast<size_t>(c.max_m));
+    std::iota(rows.begin(), rows.end(), 0);
+    const GemmProblem problem(base, c.max_m, 2 * c.inter, c.k, rows);  // w: gate rows then up rows
+    // Per output: the swiglu of the central roundings and the largest distance to a corner of the range.
+    std::vector<float> center(static_cast<size_t>(c.max_m * c.inter)),
+        spread(center.size());  // (max_m, inter)
+    const size_t width = size_t(2 * c.inter);
+    for (int64_t i = 0; i < c.max_m; ++i)
+      for (int64_t j = 0; j < c.inter; ++j) {
+        const size_t g = size_t(i) * width + size_t(j), u = g + size_t(c.inter), e = size_t(i * c.inter + j);
+        auto roundings = [&](size_t index) {
+          const double exact = problem.exact[index], slack = 0x1p-18 * problem.abs_sum[index];
+          return std::array<uint16_t, 3>{ref::to_bf16(float(exact - slack)), ref::to_bf16(float(exact)),
+                                         ref::to_bf16(float(exact + slack))};
+        };
+        const auto gates = roundings(g), ups = roundings(u);
+        center[e] = ref::to_float(ref::swiglu(gates[1], ups[1]));
+        float largest = std::fabs(center[e]), distance = 0;
+        for (const uint16_t gate : gates)
+          for (const uint16_t up : ups) {
+            const float value = ref::to_float(ref::swiglu(gate, up));
+            distance = std::max(distance, std::fabs(value - center[e]));
+            largest = std::max(largest, std::fabs(value));
+          }
+        spread[e] = distance + float(0x1p-6) * largest;  // + two bf16 ulps (expf, the product's rounding)
+      }
+    for (const int64_t m : c.ms) {
+      const std::string label = base + " m=" + str(m);
+      DeviceArray<uint16_t> out_d(size_t(m * c.inter));  // (m, inter)
+      const GateUpSwigluArgs args{
+          as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(out_d), m, c.inter, c.k};
+      runner.run(
+          label, args, [&] { out_d.poison(); },
+          [&](const std::string& run_label) {
+            const auto got = out_d.download();
+            Check check("out");
+            for (size_t e = 0; e < got.size(); ++e) check.near(int64_t(e), got[e], center[e], spread[e]);
+            expect_ok(check, run_label);
+          },
+          c.required);
+    }
+  }
+}
+
+TEST_F(GpuTest, ResidualAddMatchesReference) {
+  VersionRunner<AddArgs> runner(kernels::add_versions());
+  struct Case {
+    int64_t n;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {kHidden, true}, {8 * kHidden, true}, {300 * kHidden, true}, {2048 * kHidden, true}, {3 * 2560, false},
+      {1000, false},   {8, false},          {4100, false}};
+  for (const Case& c : cases) {
+    const std::string label = "add n=" + str(c.n);
+    const uint64_t seed = case_seed(label);
+    const auto h = random_bf16(size_t(c.n), ref::mix_seed(seed, 1), -8.0f, 8.0f);      // (n)
+    const auto delta = random_bf16(size_t(c.n), ref::mix_seed(seed, 2), -2.0f, 2.0f);  // (n)
+    std::vector<uint16_t> want(h.size());
+    ref::add(h.data(), delta.data(), c.n, want.data());
+    DeviceArray<uint16_t> h_d(h.size());
+    const auto delta_d = to_device(delta);
+    const AddArgs args{as_bf16(h_d), as_bf16(delta_d), c.n};
+    runner.run(
+        label, args, [&] { h_d.upload(h); },
+        [&](const std::string& run_label) {
+          const auto got = h_d.download();
+          Check check("h");
+          for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kAddUlps);
+          expect_ok(check, run_label);
+        },
+        c.required);
+  }
+}
+
+// ---- 07 sampling ------------------------------------------------------------------------------------------
+DeviceSampling device_params(const ref::SamplingSpec& spec, uint64_t seed) {
+  DeviceSampling p{};
+  p.temperature = float(spec.temperature);
+  p.top_k = int32_t(spec.top_k);
+  p.top_p = float(spec.top_p);
+  p.min_p = float(spec.min_p);
+  p.repetition_penalty = float(spec.repetition_penalty);
+  p.presence_penalty = float(spec.presence_penalty);
+  p.frequency_penalty = float(spec.frequency_penalty);
+  p.seed = seed;
+  return p;
+}
+
+// Device buffers of one sampling launch over (rows, vocab) logits.
+struct SampleBuffers {
+  int64_t rows, vocab;
+  bool penalties;
+  DeviceArray<uint16_t> logits;        // (rows, vocab)
+  DeviceArray<DeviceSampling> params;  // (rows)
+  DeviceArray<int32_t> counts;         // (rows, vocab) or empty
+  DeviceArray<uint8_t> in_prompt;      // (rows, vocab) or empty
+  DeviceArray<uint64_t> step;          // (rows)
+  DeviceArray<int32_t> out;            // (rows)
+  DeviceArray<float> workspace;
+
+  SampleBuffers(int64_t rows_, int64_t vocab_, bool penalties_)
+      : rows(rows_),
+        vocab(vocab_),
+        penalties(penalties_),
+        logits(size_t(rows_ * vocab_)),
+        params(static_cast<size_t>(rows_)),
+        counts(penalties_ ? size_t(rows_ * vocab_) : 0),
+        in_prompt(penalties_ ? size_t(rows_ * vocab_) : 0),
+        step(static_cast<size_t>(rows_)),
+        out(static_cast<size_t>(rows_)),
+        workspace(size_t(std::max<int64_t>(kernels::sample_workspace_floats(rows_, vocab_), 1))) {}
+
+  SampleArgs args() const {
+    return {reinterpret_cast<const kernels::bf16*>(logits.get()),
+            params.get(),
+            penalties ? counts.get() : nullptr,
+            penalties ? in_prompt.get() : nullptr,
+            step.get(),
+            out.get(),
+            rows,
+            vocab,
+            workspace.get()};
+  }
+};
+
+TEST_F(GpuTest, SampleGreedyIsArgmaxWithTiesToLowestId) {
+  VersionRunner<SampleArgs> runner(kernels::sample_versions());
+  struct Case {
+    int64_t rows, vocab;
+    bool required;
+  };
+  for (const Case& c :
+       std::vector<Case>{{8, kVocab, true}, {1, kVocab, true}, {64, kVocab, false}, {3, 1000, false}}) {
+    const std::string label = "sample greedy rows=" + str(c.rows) + " vocab=" + str(c.vocab);
+    const uint64_t seed = case_seed(label);
+    auto logits = random_bf16(size_t(c.rows * c.vocab), seed, -10.0f, 10.0f);  // (rows, vocab)
+    std::vector<int32_t> want(size_t(c.rows));
+    std::vector<DeviceSampling> params(size_t(c.rows));
+    for (int64_t r = 0; r < c.rows; ++r) {
+      // The maximum 12.0 at: both ends of the row / the last id only / three random ids / two adjacent ids.
+      std::vector<int32_t> top(3);
+      ref::fill_uniform_int(top, ref::mix_seed(seed, uint64_t(r)), 1, int32_t(c.vocab - 2));
+      std::vector<int32_t> ties;
+      switch (r % 4) {
+        case 0:
+          ties = {0, int32_t(c.vocab - 1)};
+          break;
+        case 1:
+          ties = {int32_t(c.vocab - 1)};
+          break;
+        case 2:
+          ties = top;
+          break;
+        default:
+          ties = {top[0], top[0] + 1};
+          break;
+      }
+      for (const int32_t id : ties) logits[size_t(r * c.vocab + id)] = ref::to_bf16(12.0f);
+      want[size_t(r)] = *std::min_element(ties.begin(), ties.end());
+      const std::span<const uint16_t> row(logits.data() + r * c.vocab, size_t(c.vocab));
+      const auto z = ref::penalized_logits(row, {}, {}, {});
+      ASSERT_EQ(ref::argmax(z), want[size_t(r)]) << "test construction";
+      // Filters that greedy must ignore; temperature 0 and negative both mean greedy.
+      ref::SamplingSpec spec;
+      spec.temperature = (r % 2) ? -1.0 : 0.0;
+      spec.top_k = 5;
+      spec.top_p = 0.5;
+      spec.min_p = 0.1;
+      params[size_t(r)] = device_params(spec, uint64_t(r));
+    }
+    SampleBuffers buffers(c.rows, c.vocab, false);
+    buffers.logits.upload(logits);
+    buffers.params.upload(params);
+    const std::vector<uint64_t> zero_steps(size_t(c.rows), 0);
+    runner.run(
+        label, buffers.args(),
+        [&] {
+          buffers.step.upload(zero_steps);
+          buffers.out.poison();
+        },
+        [&](const std::string& run_label) {
+          const auto got = buffers.out.download();
+          for (int64_t r = 0; r < c.rows; ++r)
+            EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << run_label << " row " << r;
+        },
+        c.required);
+  }
+}
+
+TEST_F(GpuTest, SampleGreedyAppliesPenalties) {
+  VersionRunner<SampleArgs> runner(kernels::sample_versions());
+  const int64_t rows = 4, vocab = kVocab;
+  const std::string label = "sample greedy with penalties rows=4 vocab=" + str(vocab);
+  const uint64_t seed = case_seed(label);
+  auto logits = random_bf16(size_t(rows * vocab), ref::mix_seed(seed, 1), -5.0f, 5.0f);  // (rows, vocab)
+  std::vector<int32_t> counts(size_t(rows * vocab), 0);                                  // (rows, vocab)
+  std::vector<uint8_t> in_prompt(size_t(rows * vocab), 0);                               // (rows, vocab)
+  std::vector<DeviceSampling> params(static_cast<size_t>(rows));
+  std::vector<int32_t> want(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * vocab;
+    // Background history: some ids generated 1-3 times, some in the prompt.
+    std::vector<int32_t> history(1500);
+    ref::fill_uniform_int(history, ref::mix_seed(seed, 10 + uint64_t(r)), 0, int32_t(vocab - 1));
+    for (size_t i = 0; i < history.size(); ++i) {
+      const size_t index = size_t(base + history[i]);
+      if (i % 2)
+        counts[index] = 1 + int32_t((i / 2) % 3);
+      else
+        in_prompt[index] = 1;
+    }
+    std::vector<int32_t> ids(4);  // a, b, c, d: distinct, b < d
+    ref::fill_uniform_int(ids, ref::mix_seed(seed, 20 + uint64_t(r)), 0, int32_t(vocab / 4 - 1));
+    const int32_t a = ids[0], b = int32_t(vocab / 4) + ids[1], c = int32_t(vocab / 2) + ids[2],
+                  d = int32_t(3 * vocab / 4) + ids[3];
+    for (const int32_t id : {a, b, c, d}) {
+      counts[size_t(base + id)] = 0;
+      in_prompt[size_t(base + id)] = 0;
+    }
+    ref::SamplingSpec spec;
+    spec.temperature = 0;
+    spec.repetition_penalty = 1.3;
+    spec.presence_penalty = 0.5;
+    spec.frequency_penalty = 0.25;
+    auto set = [&](int32_t id, float value) { logits[size_t(base + id)] = ref::to_bf16(value); };
+    if (r <= 1) {  // the raw argmax a (in the prompt) and c (generated twice) fall behind b, which ties d
+      set(a, 8.0f);
+      set(b, 7.0f);
+      set(c, 7.5f);
+      set(d, 7.0f);
+      in_prompt[size_t(base + a)] = 1;
+      counts[size_t(base + c)] = 2;
+      want[size_t(r)] = b;
+    } else if (r == 2) {  // all negative: the penalty multiplies, pushing a (in the prompt) below b
+      for (int64_t i = 0; i < vocab; ++i)
+        logits[size_t(base + i)] = ref::to_bf16(-1.0f - std::fabs(ref::to_float(logits[size_t(base + i)])));
+      set(a, -0.5f);
+      set(b, -0.6f);
+      set(c, -0.55f);
+      in_prompt[size_t(base + a)] = 1;
+      counts[size_t(base + c)] = 1;
+      want[size_t(r)] = b;
+    } else {  // a repetition penalty below 1 lifts a seen token above the raw argmax
+      spec.repetition_penalty = 0.8;
+      set(a, 6.0f);
+      set(b, 7.0f);
+      in_prompt[size_t(base + a)] = 1;
+      want[size_t(r)] = a;
+    }
+    const auto z =
+        ref::penalized_logits(std::span<const uint16_t>(logits.data() + base, size_t(vocab)),
+                              std::span<const int32_t>(counts.data() + base, size_t(vocab)),
+                              std::span<const uint8_t>(in_prompt.data() + base, size_t(vocab)), spec);
+    ASSERT_EQ(ref::argmax(z), want[size_t(r)]) << "test construction, row " << r;
+    params[size_t(r)] = device_params(spec, uint64_t(r));
+  }
+  SampleBuffers buffers(rows, vocab, true);
+  buffers.logits.upload(logits);
+  buffers.params.upload(params);
+  buffers.counts.upload(counts);
+  buffers.in_prompt.upload(in_prompt);
+  const std::vector<uint64_t> zero_steps(size_t(rows), 0);
+  runner.run(
+      label, buffers.args(),
+      [&] {
+        buffers.step.upload(zero_steps);
+        buffers.out.poison();
+      },
+      [&](const std::string& run_label) {
+        const auto got = buffers.out.download();
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << run_label << " row " << r;
+      },
+      true);
+}
+
+// Launches `version` `launches` times on `buffers` (steps start at 0), returning the tokens (launch, row).
+std::vector<int32_t> draw(const VersionUnderTest<SampleArgs>& version, SampleBuffers& buffers,
+                          int64_t launches, const std::string& label) {
+  buffers.step.upload(std::vector<uint64_t>(size_t(buffers.rows), 0));
+  std::vector<int32_t> tokens;
+  tokens.reserve(size_t(launches * buffers.rows));
+  for (int64_t i = 0; i < launches; ++i) {
+    buffers.out.poison();
+    version.launch(buffers.args(), test_stream());
+    VersionRunner<SampleArgs>::finish(label);
+    const auto got = buffers.out.download();
+    tokens.insert(tokens.end(), got.begin(), got.end());
+  }
+  return tokens;
+}
+
+TEST_F(GpuTest, SampleReturnsOnlyAllowedTokens) {
+  VersionRunner<SampleArgs> runner(kernels::sample_versions());
+  const int64_t rows = 64, vocab = kVocab, launches = 16;
+  const std::string label = "sample allowed tokens rows=64 vocab=" + str(vocab);
+  const uint64_t seed = case_seed(label);
+  // Random rows: bf16 logits in [-8, 8] tie often near the top, so the cuts land on ties.
+  const auto logits = random_bf16(size_t(rows * vocab), ref::mix_seed(seed, 1), -8.0f, 8.0f);
+  std::vector<int32_t> counts(size_t(rows * vocab), 0);
+  std::vector<uint8_t> in_prompt(size_t(rows * vocab), 0);
+  std::vector<ref::SamplingSpec> specs(static_cast<size_t>(rows));
+  std::vector<DeviceSampling> params(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    ref::SamplingSpec& s = specs[size_t(r)];
+    // (temperature, top-k, top-p, min-p); the first is Qwen3's recommended setting for thinking mode.
+    const double settings[6][4] = {{0.6, 20, 0.95, 0}, {1.0, 50, 1, 0},      {0.8, 0, 0.5, 0},
+                                   {1.2, 0, 1, 0.2},   {0.7, 40, 0.9, 0.05}, {1.0, 1, 1, 0}};
+    const double* setting = settings[r % 6];
+    s.temperature = setting[0];
+    s.top_k = int64_t(setting[1]);
+    s.top_p = setting[2];
+    s.min_p = setting[3];
+    if (r % 3 == 0) {  // penalties on a third of the rows
+      s.repetition_penalty = 1.2;
+      s.presence_penalty = 0.4;
+      s.frequency_penalty = 0.2;
+      std::vector<int32_t> history(800);
+      ref::fill_uniform_int(history, ref::mix_seed(seed, 100 + uint64_t(r)), 0, int32_t(vocab - 1));
+      for (size_t i = 0; i < history.size(); ++i) {
+        const size_t index = size_t(r * vocab + history[i]);
+        if (i % 2)
+          counts[index] += 1;
+        else
+          in_prompt[index] = 1;
+      }
+    }
+    params[size_t(r)] = device_params(s, 7919 * uint64_t(r) + 1);
+  }
+  std::vector<std::vector<uint8_t>> allowed(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto z = ref::penalized_logits(
+        std::span<const uint16_t>(logits.data() + r * vocab, size_t(vocab)),
+        std::span<const int32_t>(counts.data() + r * vocab, size_t(vocab)),
+        std::span<const uint8_t>(in_prompt.data() + r * vocab, size_t(vocab)), specs[size_t(r)]);
+    allowed[size_t(r)] = ref::allowed_tokens(z, specs[size_t(r)], 1e-3);
+  }
+  SampleBuffers buffers(rows, vocab, true);
+  buffers.logits.upload(logits);
+  buffers.params.upload(params);
+  buffers.counts.upload(counts);
+  buffers.in_prompt.upload(in_prompt);
+  for (const auto& version : runner.supporting(buffers.args(), label)) {
+    const std::string run_label = label + " | " + version.name;
+    try {
+      const auto tokens = draw(version, buffers, launches, run_label);
+      int64_t bad = 0;
+      std::string first_bad;
+      for (int64_t i = 0; i < launches * rows; ++i) {
+        const int64_t r = i % rows;
+        const int32_t token = tokens[size_t(i)];
+        if (token >= 0 && token < vocab && allowed[size_t(r)][size_t(token)]) continue;
+        if (bad++ == 0) first_bad = "row " + str(r) + " (spec " + str(r % 6) + ") returned " + str(token);
+      }
+      EXPECT_EQ(bad, 0) << run_label << ": " << bad << " of " << launches * rows
+                        << " draws outside the allowed set; first: " << first_bad;
+      const auto steps = buffers.step.download();
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_GT(steps[size_t(r)], uint64_t(0)) << run_label << ": row " << r << " did not advance its step";
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << run_label << " | " << e.what();
+    }
+  }
+}
+
+TEST_F(GpuTest, SampleFrequenciesMatchTheDistribution) {
+  VersionRunner<SampleArgs> runner(kernels::sample_versions());
+  const int64_t rows = 128, vocab = kVocab, launches = 128;  // 16384 draws per case
+  const std::string label = "sample frequencies rows=128 vocab=" + str(vocab);
+  const uint64_t seed = case_seed(label);
+
+  // One row replicated: twelve candidates with distinct logits at random ids, the rest of the vocabulary far
+  // below.
+  const float top_logits[] = {3.0f, 2.5f, 2.25f, 2.0f, 1.5f, 1.25f, 1.0f, 0.5f, 0.25f, 0.0f, -0.5f, -1.0f};
+  auto row = random_bf16(size_t(vocab), ref::mix_seed(seed, 1), -24.0f, -14.0f);
+  std::vector<int32_t> top_ids;
+  for (uint64_t i = 0; top_ids.size() < std::size(top_logits); ++i) {
+    const int32_t id = int32_t(ref::mix_seed(seed, 1000 + i) % uint64_t(vocab));
+    if (std::find(top_ids.begin(), top_ids.end(), id) == top_ids.end()) top_ids.push_back(id);
+  }
+  for (size_t i = 0; i < top_ids.size(); ++i) row[size_t(top_ids[i])] = ref::to_bf16(top_logits[i]);
+  std::vector<uint16_t> logits(size_t(rows * vocab));
+  for (int64_t r = 0; r < rows; ++r) std::copy(row.begin(), row.end(), logits.begin() + r * vocab);
+
+  // Penalty history for case "penalties": top 0 and 2 in the prompt, top 1 generated twice, top 4 once.
+  std::vector<int32_t> row_counts(size_t(vocab), 0);
+  std::vector<uint8_t> row_prompt(size_t(vocab), 0);
+  row_prompt[size_t(top_ids[0])] = row_prompt[size_t(top_ids[2])] = 1;
+  row_counts[size_t(top_ids[1])] = 2;
+  row_counts[size_t(top_ids[4])] = 1;
+
+  // Cut points placed halfway between the cumulative masses (or ratios) of two neighbours, far from rounding.
+  auto sorted_top_probabilities = [&](const ref::SamplingSpec& spec, bool penalties) {
+    const auto z = penalties ? ref::penalized_logits(row, row_counts, row_prompt, spec)
+                             : ref::penalized_logits(row, {}, {}, spec);
+    const auto p = ref::token_probabilities(z, spec);
+    std::vector<double> top;
+    for (const int32_t id : top_ids) top.push_back(p[size_t(id)]);
+    std::sort(top.rbegin(), top.rend());
+    return top;
+  };
+  auto top_p_keeping = [&](ref::SamplingSpec spec, size_t kept) {
+    spec.top_p = 1.0;
+    const auto p = sorted_top_probabilities(spec, false);
+    const double before = std::accumulate(p.begin(), p.begin() + ptrdiff_t(kept - 1), 0.0);
+    return before + 0.5 * p[kept - 1];  // mass of kept - 1 < top_p <= mass of kept
+  };
+  auto min_p_keeping = [&](ref::SamplingSpec spec, size_t kept) {
+    spec.min_p = 0.0;
+    const auto p = sorted_top_probabilities(spec, false);
+    return 0.5 * (p[kept - 1] + p[kept]) / p[0];
+  };
+
+  struct Case {
+    std::string name;
+    ref::SamplingSpec spec;
+    bool penalties;
+    size_t expect_kept;  // candidates among the twelve with probability > 0 (0: all, plus the tail)
+  };
+  std::vector<Case> cases;
+  {
+    ref::SamplingSpec s;
+    cases.push_back({"temperature 1", s, false, 0});
+    s.temperature = 0.7;
+    s.top_k = 5;
+    cases.push_back({"temperature 0.7 top-k 5", s, false, 5});
+    s = {};
+    s.top_p = top_p_keeping(s, 5);
+    cases.push_back({"top-p keeping 5", s, false, 5});
+    s = {};
+    s.temperature = 0.6;
+    s.top_k = 20;
+    s.top_p = top_p_keeping(s, 9);
+    cases.push_back({"temperature 0.6 top-k 20 top-p keeping 9", s, false, 9});
+    s = {};
+    s.min_p = min_p_keeping(s, 6);
+    cases.push_back({"min-p keeping 6", s, false, 6});
+    s = {};
+    s.repetition_penalty = 1.5;
+    s.presence_penalty = 0.5;
+    s.frequency_penalty = 0.3;
+    cases.push_back({"penalties", s, true, 0});
+  }
+
+  for (const Case& c : cases) {
+    const std::string case_label = label + " " + c.name;
+    const auto z = c.penalties ? ref::penalized_logits(row, row_counts, row_prompt, c.spec)
+                               : ref::penalized_logits(row, {}, {}, c.spec);
+    const auto probability = ref::token_probabilities(z, c.spec);
+    const auto allowed = ref::allowed_tokens(z, c.spec, 1e-3);
+    double top_mass = 0;
+    size_t kept = 0;
+    for (const int32_t id : top_ids) {
+      top_mass += probability[size_t(id)];
+      kept += probability[size_t(id)] > 0;
+    }
+    if (c.expect_kept) {
+      ASSERT_EQ(kept, c.expect_kept) << case_label << ": test construction";
+    }
+
+    SampleBuffers buffers(rows, vocab, c.penalties);
+    buffers.logits.upload(logits);
+    std::vector<DeviceSampling> params(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) params[size_t(r)] = device_params(c.spec, 1000003 * uint64_t(r) + 17);
+    buffers.params.upload(params);
+    if (c.penalties) {
+      std::vector<int32_t> counts(size_t(rows * vocab));
+      std::vector<uint8_t> prompt(size_t(rows * vocab));
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy(row_counts.begin(), row_counts.end(), counts.begin() + r * vocab);
+        std::copy(row_prompt.begin(), row_prompt.end(), prompt.begin() + r * vocab);
+      }
+      buffers.counts.upload(counts);
+      buffers.in_prompt.upload(prompt);
+    }
+
+    for (const auto& version : runner.supporting(buffers.args(), case_label)) {
+      const std::string run_label = case_label + " | " + version.name;
+      try {
+        const auto tokens = draw(version, buffers, launches, run_label);
+        const double n = double(tokens.size());
+        std::map<int32_t, int64_t> histogram;
+        int64_t outside = 0, tail = 0;
+        for (const int32_t t : tokens) {
+          if (t < 0 || t >= vocab || !allowed[size_t(t)])
+            ++outside;
+          else if (std::find(top_ids.begin(), top_ids.end(), t) == top_ids.end())
+            ++tail;
+          else
+            ++histogram[t];
+        }
+        EXPECT_EQ(outside, 0) << run_label << ": draws outside the allowed set";
+        // Each candidate's frequency, and the tail's, within 5 standard deviations (plus 3 draws of slack).
+        auto expect_frequency = [&](const std::string& what, int64_t count, double p) {
+          const double tolerance = 5.0 * std::sqrt(p * (1.0 - p) / n) + 3.0 / n;
+          EXPECT_NEAR(double(count) / n, p, tolerance) << run_label << ": frequency of " << what;
+        };
+        for (size_t i = 0; i < top_ids.size(); ++i)
+          expect_frequency("candidate " + str(int64_t(i)) + " (id " + str(top_ids[i]) + ")",
+                           histogram[top_ids[i]], probability[size_t(top_ids[i])]);
+        expect_frequency("the tail", tail, std::max(0.0, 1.0 - top_mass));
+
+        if (c.name == "temperature 1") {
+          // Rows draw independently, and the same (seed, step) gives the same token.
+          const std::set<int32_t> first_launch(tokens.begin(), tokens.begin() + rows);
+          EXPECT_GT(first_launch.size(), size_t(1)) << run_label << ": every row drew the same token";
+          const auto again = draw(version, buffers, 1, run_label);
+          EXPECT_TRUE(std::equal(again.begin(), again.end(), tokens.begin()))
+              << run_label << ": the same seeds and steps gave different tokens";
+        }
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << run_label << " | " << e.what();
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qwen3::gpu_test
