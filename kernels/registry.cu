@@ -37,6 +37,12 @@ void launch_gate_up_swiglu_v1(const GateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_v1_supports(const GateUpSwigluArgs&);
 void launch_attention_v2(const AttentionArgs&, cudaStream_t);
 bool attention_v2_supports(const AttentionArgs&);
+void launch_attention_v3(const AttentionArgs&, cudaStream_t);
+bool attention_v3_supports(const AttentionArgs&);
+void launch_gemm_v5(const GemmArgs&, cudaStream_t);
+bool gemm_v5_supports(const GemmArgs&);
+void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_v2_supports(const GateUpSwigluArgs&);
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
   static const std::vector<KernelVersion<EmbeddingArgs>> v{
@@ -73,6 +79,8 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
        launch_gemm_v3, gemm_v3_supports},
       {"v4_gemv_pdl", "decode: double-buffered weight loads, first group issued before the PDL wait",
        launch_gemm_v4, gemm_v4_supports},
+      {"v5_gemv_batch", "decode: v4 with each loaded vector widened once (batch 4-8 were issue bound)",
+       launch_gemm_v5, gemm_v5_supports},
   };
   return v;
 }
@@ -105,9 +113,11 @@ const std::vector<KernelVersion<AttentionArgs>>& attention_versions() {
       {"v0_attention", "warp per (token, head), online softmax, one key at a time", launch_attention_v0,
        attention_v0_supports},
       {"v1_flash_decode", "split-KV with the GQA group in one CTA, 3-phase chunks + merge kernel",
-       launch_attention_v1, attention_v1_supports},
+       launch_attention_v1, attention_v1_supports, 2},
       {"v2_flash_decode_1k", "v1 in one kernel: the last CTA of each (token, kv head) merges the chunks",
        launch_attention_v2, attention_v2_supports},
+      {"v3_flash_decode_wide", "v1 with ~8 CTAs per SM (4x shorter chunks) for long contexts",
+       launch_attention_v3, attention_v3_supports, 2},
   };
   return v;
 }
@@ -124,6 +134,8 @@ const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions() {
   static const std::vector<KernelVersion<GateUpSwigluArgs>> v{
       {"v1_gate_up_swiglu", "gate and up rows in one warp, SwiGLU in the GEMV epilogue (v0 = gemm + silu_mul)",
        launch_gate_up_swiglu_v1, gate_up_swiglu_v1_supports},
+      {"v2_gate_up_swiglu", "v1 with each loaded vector widened once", launch_gate_up_swiglu_v2,
+       gate_up_swiglu_v2_supports},
   };
   return v;
 }

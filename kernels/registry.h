@@ -20,6 +20,7 @@ struct KernelVersion {
   const char* summary;  // one line: what this version changes, and why
   void (*launch)(const Args&, cudaStream_t);
   bool (*supports)(const Args&);  // nullptr: every shape the op's PRECONDs allow
+  int kernels_per_launch = 1;     // CUDA kernels one launch() issues (e.g. a split kernel plus a merge kernel)
 };
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions();

@@ -18,16 +18,36 @@ timeout 300 "$BIN/qwen3_engine_tests" > "$OUT/engine_tests.log" 2>&1
 echo "engine tests exit $?"
 grep -E "^\[ +(FAILED|PASSED)|logits max|diverges|differences|Failure|Expected|Which is|actual" "$OUT/engine_tests.log" | head -60
 
+if [ -x "$BIN/measure_peaks" ]; then
+  echo "== measure_peaks"
+  timeout 180 "$BIN/measure_peaks" --out "$OUT" > "$OUT/peaks.log" 2>&1 || echo "measure_peaks failed"
+  tail -12 "$OUT/peaks.log"
+  peak=$(python3 -c "import json,glob; print(json.load(open(sorted(glob.glob('$OUT/peaks-*.json'))[-1]))['read_GB_s'])" 2>/dev/null)
+fi
+peak_flag=${peak:+--peak-gb-s $peak}
+
 echo "== bench"
-bench() { timeout 240 "$BIN/qwen3" bench "$@" --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
-bench --synthetic qwen3-8b --path fast --prompt-len 128 --gen 256
-bench --synthetic qwen3-8b --path cublas --prompt-len 128 --gen 256
-bench --synthetic qwen3-8b --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
-bench --synthetic qwen3-8b --path fast --prompt-len 1024 --gen 256
-bench --synthetic qwen3-8b --path fast --prompt-len 512 --gen 32
-bench --synthetic qwen3-8b --path fast --prompt-len 2048 --gen 32
-bench --synthetic qwen3-8b --path fast --prompt-len 8192 --gen 128
-for b in 2 4 8; do bench --synthetic qwen3-8b --path fast --prompt-len 128 --gen 128 --batch $b; done
+bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
+S="--synthetic qwen3-8b"
+# The decode ladder at context 128 (each row adds one change to the previous one).
+bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
+bench $S --path cublas --prompt-len 128 --gen 256
+bench $S --path fast-v1 --prompt-len 128 --gen 256 --graph off
+bench $S --path fast-v1 --prompt-len 128 --gen 256
+bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl
+bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on
+bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on --fused-swiglu on
+bench $S --path fast --prompt-len 128 --gen 256 --profile
+bench $S --path fast --prompt-len 128 --gen 256 --graph off
+# Context and batch.
+bench $S --path fast --prompt-len 1024 --gen 256
+bench $S --path fast --prompt-len 8192 --gen 128 --profile
+for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
+bench $S --path fast --prompt-len 128 --gen 128 --batch 8 --profile
+# Prefill.
+bench $S --path fast --prompt-len 512 --gen 8
+bench $S --path fast --prompt-len 2048 --gen 8
+bench $S --path cublas --prompt-len 2048 --gen 8
 
 if [ "${2:-}" != "--skip-e2e" ]; then
   echo "== e2e vs transformers"
@@ -39,9 +59,13 @@ fi
 echo "== summary"
 python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
-print(f"{'path':7} {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>8} {'GB/s':>7} {'%peak':>6} {'prefill tok/s':>13} {'launch':>6}")
+print(f"{'path':7} {'gemv':14} {'attn':18} g p s {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>7} {'GB/s':>6} {'%pk':>5} {'prefill':>8} {'ln':>4}")
 for line in open(sys.argv[1]):
     j = json.loads(line)
-    print(f"{j['path']:7} {j['batch']:>2} {j['prompt_len']:>6} {j['decode_ms_per_tok']:8.3f} {j['decode_tok_s']:8.1f} "
-          f"{j['effective_GB_s']:7.0f} {j['pct_of_peak']:6.1f} {j['prefill_tok_s']:13.0f} {j['launches_per_step']:>6}")
+    flags = " ".join("1" if j[k] else "0" for k in ("cuda_graph", "pdl", "fused_swiglu"))
+    print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {j['decode_attention'][:18]:18} {flags} {j['batch']:>2} {j['prompt_len']:>6} "
+          f"{j['decode_ms_per_tok']:8.3f} {j['decode_tok_s']:7.1f} {j['effective_GB_s']:6.0f} {j['pct_of_peak']:5.1f} "
+          f"{j['prefill_tok_s']:8.0f} {j['launches_per_step']:>4}")
+    if "profile" in j:
+        print("    profile: " + ", ".join(f"{r['what']} {r['total_us']:.0f}us ({r['GB_s']:.0f} GB/s)" for r in j["profile"]))
 PY

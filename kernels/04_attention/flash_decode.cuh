@@ -19,7 +19,8 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kMinChunk = 64;
 constexpr int kMaxChunk = 512;
-constexpr int kTargetCtas = 264;  // ~2 CTAs per SM on a 132-SM H200; more chunks only add merge work
+constexpr int kTargetCtas = 264;      // v1/v2: ~2 CTAs per SM on a 132-SM H200
+constexpr int kTargetCtasWide = 1056;  // v3: ~8 CTAs per SM, so long contexts keep 4x more K/V loads in flight
 
 // Workspace layout, the same for every batch size so graphs of different batch sizes can share it: first the
 // fused merge's counters (kMaxTokens * q_heads ints, enough for tokens * kv_heads), then the split-KV partials.
@@ -36,9 +37,9 @@ struct SplitPlan {
   int splits;  // chunks covering max_position + 1 keys
 };
 
-inline SplitPlan plan_splits(int64_t max_position, int64_t tokens, int64_t kv_heads) {
+inline SplitPlan plan_splits(int64_t max_position, int64_t tokens, int64_t kv_heads, int64_t target_ctas = kTargetCtas) {
   const int64_t keys = max_position + 1;
-  const int64_t want_splits = std::max<int64_t>(1, kTargetCtas / std::max<int64_t>(1, tokens * kv_heads));
+  const int64_t want_splits = std::max<int64_t>(1, target_ctas / std::max<int64_t>(1, tokens * kv_heads));
   int64_t chunk = (keys + want_splits - 1) / want_splits;
   chunk = std::clamp<int64_t>((chunk + kMinChunk - 1) / kMinChunk * kMinChunk, kMinChunk, kMaxChunk);
   return {int(chunk), int((keys + chunk - 1) / chunk)};

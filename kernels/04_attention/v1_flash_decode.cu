@@ -52,13 +52,17 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
 
 bool attention_v1_supports(const AttentionArgs& a) { return flash_decode::supports(a); }
 
-void launch_attention_v1(const AttentionArgs& a, cudaStream_t stream) {
-  const SplitPlan plan = plan_splits(a.max_position, a.tokens, a.kv_heads);
+void launch_split_then_merge(const AttentionArgs& a, int64_t target_ctas, cudaStream_t stream) {
+  const SplitPlan plan = plan_splits(a.max_position, a.tokens, a.kv_heads, target_ctas);
   launch_splits<false>(a, plan, nullptr, stream);
   CUDA_CHECK_LAUNCH();
   launch(merge_kernel, dim3(unsigned(a.tokens * a.q_heads)), dim3(unsigned(a.head_dim)), 0, stream, a, plan.chunk,
          plan.splits, partials_base(a));
   CUDA_CHECK_LAUNCH();
+}
+
+void launch_attention_v1(const AttentionArgs& a, cudaStream_t stream) {
+  launch_split_then_merge(a, flash_decode::kTargetCtas, stream);
 }
 
 }  // namespace qwen3::kernels

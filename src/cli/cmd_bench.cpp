@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <optional>
+#include <tuple>
 #include <random>
 
 #include "cli/common.h"
@@ -63,7 +65,8 @@ void register_bench(CLI::App& app) {
     uint64_t seed = 1;
     double peak = 0;
     bool json = false;
-    std::string decode_gemm, decode_attention;  // overrides of the path's kernel choices
+    bool profile = false;
+    std::string decode_gemm, decode_attention, gate_up_swiglu;  // overrides of the path's kernel choices
     std::optional<bool> pdl, graph, fused_swiglu;
   };
   auto o = std::make_shared<Options>();
@@ -82,8 +85,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Seed of the synthetic weights and the prompt");
   cmd->add_option("--peak-gb-s", o->peak, "Read bandwidth to report against (default: newest measure_peaks)");
   cmd->add_flag("--json", o->json, "Print one JSON object");
+  cmd->add_flag("--profile", o->profile,
+                "Also time every launch of one decode step (eager, events between launches): where the time goes");
   cmd->add_option("--decode-gemm", o->decode_gemm, "Override the decode GEMM version (kernels/registry.cu)");
   cmd->add_option("--decode-attention", o->decode_attention, "Override the decode attention version");
+  cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
@@ -94,11 +100,12 @@ void register_bench(CLI::App& app) {
     EngineOptions options = EngineOptions::preset(o->path);
     if (!o->decode_gemm.empty()) options.decode_gemm = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
+    if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
     if (o->pdl) options.pdl = *o->pdl;
     if (o->graph) options.cuda_graph = *o->graph;
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
     options.max_batch = o->batch;
-    options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 1;
+    options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 16;  // + profile steps
     std::unique_ptr<Checkpoint> checkpoint;
     std::unique_ptr<CudaEngine> engine;
     std::string model_name;
@@ -175,8 +182,40 @@ void register_bench(CLI::App& app) {
     j["fused_swiglu"] = options.fused_swiglu;
     j["decode_gemm"] = options.cublas_gemm ? std::string("cublas") : options.decode_gemm;
     j["decode_attention"] = options.decode_attention;
+    j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;
+    if (o->profile) {
+      // Median over several eager steps of each launch, then summed per launch site.
+      constexpr int kSteps = 5;
+      std::vector<std::vector<KernelTiming>> runs;
+      for (int r = 0; r < kSteps && o->prompt_len + o->warmup + o->gen + r + 1 < engine->context_length(); ++r)
+        runs.push_back(engine->profile_decode_step(o->batch));
+      std::vector<std::string> order;
+      std::map<std::string, std::tuple<int64_t, double, double>> sites;  // launches, ms, bytes
+      double total_ms = 0;
+      for (size_t i = 0; !runs.empty() && i < runs[0].size(); ++i) {
+        std::vector<double> ms;
+        for (const auto& run : runs) ms.push_back(run[i].ms);
+        const double t = median(ms);
+        auto [it, inserted] = sites.try_emplace(runs[0][i].what, 0, 0.0, 0.0);
+        if (inserted) order.push_back(runs[0][i].what);
+        std::get<0>(it->second) += 1;
+        std::get<1>(it->second) += t;
+        std::get<2>(it->second) += runs[0][i].bytes;
+        total_ms += t;
+      }
+      nlohmann::ordered_json rows = nlohmann::json::array();
+      for (const auto& what : order) {
+        const auto& [launches, ms, bytes] = sites[what];
+        rows.push_back({{"what", what}, {"launches", launches}, {"total_us", ms * 1e3},
+                        {"mean_us", ms * 1e3 / double(launches)}, {"bytes", bytes},
+                        {"GB_s", ms > 0 ? bytes / (ms * 1e-3) / 1e9 : 0.0},
+                        {"pct_of_step", 100.0 * ms / total_ms}});
+      }
+      j["profile"] = rows;
+      j["profile_eager_step_ms"] = total_ms;
+    }
     if (o->json) {
       std::cout << j.dump() << "\n";
       return;
@@ -192,6 +231,15 @@ void register_bench(CLI::App& app) {
                 100.0 * effective / peak, peak, peak_source.c_str());
     std::printf("launches per step: %lld%s; logits hash %016llx\n", (long long)engine->launches_per_decode_step(),
                 options.cuda_graph ? " (one CUDA graph)" : "", (unsigned long long)j["logits_hash"].get<uint64_t>());
+    if (o->profile) {
+      std::printf("one decode step launched eagerly (events between launches): %.3f ms\n",
+                  j["profile_eager_step_ms"].get<double>());
+      std::printf("%-22s %8s %10s %9s %9s %7s\n", "launch site", "launches", "total us", "mean us", "GB/s", "%step");
+      for (const auto& row : j["profile"])
+        std::printf("%-22s %8lld %10.1f %9.2f %9.0f %7.1f\n", row["what"].get<std::string>().c_str(),
+                    (long long)row["launches"].get<int64_t>(), row["total_us"].get<double>(),
+                    row["mean_us"].get<double>(), row["GB_s"].get<double>(), row["pct_of_step"].get<double>());
+    }
 #endif
   });
 }

@@ -43,6 +43,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "fast-v1") {
     o.decode_gemm = "v2_gemv_stream";
     o.decode_attention = "v1_flash_decode";
+    o.gate_up_swiglu = "v1_gate_up_swiglu";
     o.fused_swiglu = false;
     o.pdl = false;
     return o;
@@ -196,6 +197,7 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
   const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
   const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
+  const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu = nullptr;
   bool cublas = false;
 
   std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (batch, context bucket) -> decode step
@@ -206,11 +208,22 @@ struct CudaEngine::Impl {
   std::vector<bool> slot_has_penalties;
 
   bool counting = false;  // set while a decode step is being issued, so launches_per_decode_step() is exact
-  void count() {
-    if (counting) ++*launch_counter;
+  std::vector<KernelTiming>* profile = nullptr;  // set by profile_decode_step: one event after each launch
+  std::vector<cudaEvent_t> profile_events;
+  // Called after every launch of the forward pass: counts it and, when profiling, marks its end with an event.
+  // bytes: the least the kernel must move (inputs read once, outputs written once).
+  void count(const char* what, double bytes, int kernels = 1) {
+    if (counting) *launch_counter += kernels;
+    if (!profile) return;
+    cudaEvent_t e;
+    CUDA_CHECK(cudaEventCreate(&e));
+    CUDA_CHECK(cudaEventRecord(e, stream));
+    profile_events.push_back(e);
+    profile->push_back({what, 0.0, bytes});
   }
 
-  void gemm(const bf16* xin, const bf16* w, bf16* y, int64_t m, int64_t n, int64_t kdim, int64_t ldy = 0) {
+  void gemm(const char* what, const bf16* xin, const bf16* w, bf16* y, int64_t m, int64_t n, int64_t kdim,
+            int64_t ldy = 0) {
     const kernels::GemmArgs a{xin, w, y, m, n, kdim, ldy};
     if (cublas) {
       kernels::launch_gemm_cublas(a, stream);
@@ -218,7 +231,7 @@ struct CudaEngine::Impl {
       const bool decode_regime = m <= 8 && (!decode_gemm->supports || decode_gemm->supports(a));
       (decode_regime ? decode_gemm : prefill_gemm)->launch(a, stream);
     }
-    count();
+    count(what, 2.0 * double(n * kdim + m * kdim + m * n));
   }
 };
 
@@ -256,6 +269,7 @@ void CudaEngine::init() {
   m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
   m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
+  m.gate_up_swiglu = &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu);
 
   const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
   const int64_t B = options_.max_batch;
@@ -499,11 +513,11 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   const cudaStream_t s = m.stream;
   auto rmsnorm = [&](const bf16* in, const bf16* w, bf16* out, int64_t n_rows, int64_t n) {
     m.rmsnorm->launch({in, w, out, n_rows, n, eps}, s);
-    m.count();
+    m.count("rmsnorm", 2.0 * double(2 * n_rows * n + n));
   };
   auto add_rmsnorm = [&](const bf16* w) {
     m.add_rmsnorm->launch({h, tmp, w, x, rows, H, eps}, s);
-    m.count();
+    m.count("add_rmsnorm", 2.0 * double(4 * rows * H + H));
   };
   const kernels::KernelVersion<kernels::AttentionArgs>* attention =
       decode ? m.decode_attention : m.prefill_attention;
@@ -518,59 +532,62 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
     if (o.fused) {
       if (l == 0) rmsnorm(h, L.input_norm, x, rows, H);  // later layers: the previous add_rmsnorm did it
-      m.gemm(x, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H);
+      m.gemm("gemm_qkv", x, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H);
       kernels::qk_norm_rope_cache_versions()[0].launch(
           {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
            m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
           s);
-      m.count();
+      m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
     } else {
       bf16* k = m.k.as<bf16>();
       bf16* v = m.v.as<bf16>();
       rmsnorm(h, L.input_norm, x, rows, H);
-      m.gemm(x, L.wqkv, q, rows, QD, H);
-      m.gemm(x, L.wqkv + QD * H, k, rows, KVD, H);
-      m.gemm(x, L.wqkv + (QD + KVD) * H, v, rows, KVD, H);
+      m.gemm("gemm_q", x, L.wqkv, q, rows, QD, H);
+      m.gemm("gemm_k", x, L.wqkv + QD * H, k, rows, KVD, H);
+      m.gemm("gemm_v", x, L.wqkv + (QD + KVD) * H, v, rows, KVD, H);
       rmsnorm(q, L.q_norm, q, rows * c.num_heads, D);
       rmsnorm(k, L.k_norm, k, rows * c.num_kv_heads, D);
       kernels::rope_versions()[0].launch(
           {q, k, positions, m.inv_freq.as<float>(), m.attention_factor, rows, c.num_heads, c.num_kv_heads, D}, s);
-      m.count();
+      m.count("rope", 2.0 * double(2 * rows * (QD + KVD)));
       kernels::kv_write_versions()[0].launch(
           {k, v, k_cache, v_cache, positions, slots, rows, c.num_kv_heads, D, context, KVD, KVD}, s);
-      m.count();
+      m.count("kv_write", 2.0 * double(4 * rows * KVD));
     }
     attention_args.k_cache = k_cache;
     attention_args.v_cache = v_cache;
     attention->launch(attention_args, s);
-    m.count();
-    m.gemm(attn, L.wo, tmp, rows, H, QD);
+    // K and V of every cached position (decode: each token's own context, bounded here by max_position).
+    m.count("attention", decode ? 2.0 * double(2 * KVD * (max_position + 1) * rows)
+                                : 2.0 * double(2 * KVD * (max_position + 1)),
+            attention->kernels_per_launch);
+    m.gemm("gemm_o", attn, L.wo, tmp, rows, H, QD);
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows <= 8;
     if (o.fused) {
       add_rmsnorm(L.post_norm);
       if (swiglu_in_gemv) {
-        kernels::gate_up_swiglu_versions()[0].launch({x, L.w_gate_up, act, rows, I, H}, s);
-        m.count();
+        m.gate_up_swiglu->launch({x, L.w_gate_up, act, rows, I, H}, s);
+        m.count("gemm_gate_up_swiglu", 2.0 * double(2 * I * H + rows * H + rows * I));
       } else {
-        m.gemm(x, L.w_gate_up, gate_up, rows, 2 * I, H);
+        m.gemm("gemm_gate_up", x, L.w_gate_up, gate_up, rows, 2 * I, H);
       }
     } else {
       kernels::add_versions()[0].launch({h, tmp, rows * H}, s);
-      m.count();
+      m.count("add", 2.0 * double(3 * rows * H));
       rmsnorm(h, L.post_norm, x, rows, H);
-      m.gemm(x, L.w_gate_up, gate_up, rows, I, H, 2 * I);
-      m.gemm(x, L.w_gate_up + I * H, gate_up + I, rows, I, H, 2 * I);
+      m.gemm("gemm_gate", x, L.w_gate_up, gate_up, rows, I, H, 2 * I);
+      m.gemm("gemm_up", x, L.w_gate_up + I * H, gate_up + I, rows, I, H, 2 * I);
     }
     if (!(o.fused && swiglu_in_gemv)) {
       kernels::silu_mul_versions()[0].launch({gate_up, act, rows, I}, s);
-      m.count();
+      m.count("silu_mul", 2.0 * double(3 * rows * I));
     }
-    m.gemm(act, L.w_down, tmp, rows, H, I);
+    m.gemm("gemm_down", act, L.w_down, tmp, rows, H, I);
     if (o.fused) {
       add_rmsnorm(l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm);
     } else {
       kernels::add_versions()[0].launch({h, tmp, rows * H}, s);
-      m.count();
+      m.count("add", 2.0 * double(3 * rows * H));
     }
   }
   if (!o.fused) rmsnorm(h, m.final_norm, x, rows, H);
@@ -595,21 +612,49 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   m.counting = true;
   kernels::embedding_versions()[0].launch({m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size},
                                           m.stream);
-  m.count();
+  m.count("embedding", 2.0 * double(2 * batch * c.hidden_size));
   run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
              max_position, /*decode=*/true);
-  m.gemm(m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
+  m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
   kernels::sample_versions()[0].launch(
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
       m.stream);
-  m.count();
+  m.count("sample", 2.0 * double(batch * V));
   kernels::launch(advance_kernel, dim3(1), dim3(32), 0, m.stream, m.sampled.as<int32_t>(), m.next_ids.as<int32_t>(),
                   m.next_positions.as<int32_t>(), m.counts.as<int32_t>(),
                   static_cast<const kernels::DeviceSampling*>(m.sampling.as<kernels::DeviceSampling>()), batch, V);
   CUDA_CHECK_LAUNCH();
-  m.count();
+  m.count("advance", 0.0);
   m.counting = false;
+}
+
+std::vector<KernelTiming> CudaEngine::profile_decode_step(int64_t batch) {
+  Impl& m = *impl_;
+  drain_speculation();
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch; ++b) longest = std::max(longest, lengths_[size_t(b)]);
+  if (longest == 0 || longest + 1 > context_) throw InputError("profile: prefill the slots first");
+  std::vector<KernelTiming> timings;
+  m.profile = &timings;
+  cudaEvent_t start;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventRecord(start, m.stream));
+  run_decode_step(batch, longest);  // eager, one event after each launch
+  m.profile = nullptr;
+  CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  cudaEvent_t previous = start;
+  for (size_t i = 0; i < timings.size(); ++i) {
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, previous, m.profile_events[i]));
+    timings[i].ms = ms;
+    previous = m.profile_events[i];
+  }
+  cudaEventDestroy(start);
+  for (cudaEvent_t e : m.profile_events) cudaEventDestroy(e);
+  m.profile_events.clear();
+  for (int64_t b = 0; b < batch; ++b) lengths_[size_t(b)] += 1;
+  return timings;
 }
 
 void CudaEngine::set_sampling(int64_t slot, const SamplingParams& params) {
@@ -700,7 +745,7 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   bf16* logits_row = m.logits.as<bf16>() + slot * V;
   prefill_chunks(m, c, options_, context_, slot, pos0, tokens, [&](int64_t first, int64_t n) {
     if (first + n < T) return;
-    m.gemm(m.x.as<bf16>() + (n - 1) * H, m.lm_head, logits_row, 1, V, H);
+    m.gemm("gemm_lm_head", m.x.as<bf16>() + (n - 1) * H, m.lm_head, logits_row, 1, V, H);
   });
   lengths_[size_t(slot)] = pos0 + T;
   // Sample the first new token and stage it, with its position, as the slot's next decode input.
@@ -834,7 +879,7 @@ void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
     const int64_t begin = want_argmax_per_position ? 0 : n - 1;
     for (int64_t r0 = begin; r0 < n; r0 += m.logit_rows) {
       const int64_t rows = std::min(m.logit_rows, n - r0);
-      m.gemm(m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
+      m.gemm("gemm_lm_head", m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
       if (want_argmax_per_position) {
         kernels::sample_versions()[0].launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
                                               nullptr, m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,

@@ -22,10 +22,11 @@ std::string cuda_device_name();
 
 // Which kernel versions and fusions the engine runs. Presets name the paths the benchmarks compare.
 struct EngineOptions {
-  std::string decode_gemm = "v4_gemv_pdl";         // GEMMs with <= 8 rows (decode)
+  std::string decode_gemm = "v5_gemv_batch";       // GEMMs with <= 8 rows (decode)
   std::string prefill_gemm = "v3_gemm_mma";        // GEMMs with more rows (prefill)
   bool cublas_gemm = false;                        // every GEMM through cuBLAS instead (the baseline path)
-  std::string decode_attention = "v2_flash_decode_1k";
+  std::string decode_attention = "v3_flash_decode_wide";
+  std::string gate_up_swiglu = "v2_gate_up_swiglu";  // used when fused_swiglu
   std::string prefill_attention = "v0_attention";
   std::string rmsnorm = "v1_rmsnorm_vec";
   std::string add_rmsnorm = "v1_add_rmsnorm_vec";
@@ -41,6 +42,12 @@ struct EngineOptions {
   // "fast" (the defaults), "v0" (every op's v0, unfused, no graph), "cublas" (fast with cuBLAS GEMMs),
   // "fast-v1" (the first fast path: v2 GEMV, v1 attention, graph, no PDL, SwiGLU as its own kernel).
   static EngineOptions preset(const std::string& name);
+};
+
+struct KernelTiming {
+  std::string what;  // launch site, e.g. "gemm_qkv"
+  double ms;         // from the previous launch's end to this one's (eager launches, events in between)
+  double bytes;      // the least this launch must move
 };
 
 class CudaEngine final : public Backend {
@@ -76,6 +83,9 @@ class CudaEngine final : public Backend {
   int64_t decode_weight_bytes() const;
   // Hash of the last logits row computed (FNV-1a over the bf16 bits), for spotting numeric drift between runs.
   uint64_t last_logits_hash(int64_t row = 0) const;
+  // One decode step for slots [0, batch) run eagerly with an event after every launch: time per launch site.
+  // Advances the slots like a normal step.
+  std::vector<KernelTiming> profile_decode_step(int64_t batch);
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
 
