@@ -27,7 +27,7 @@ constexpr std::string_view kDigitTriplesPattern =
 
 // Pieces longer than this are merged every time rather than cached (as in HF, whose cache also stops at 256):
 // very long pieces rarely repeat and would crowd the cache.
-constexpr size_t kMaxCachedPieceBytes = 256;
+constexpr size_t kMaxCachedPieceBytes = 255;  // the cache stores lengths and id counts in a byte
 // Pieces up to this many bytes are merged with a simple quadratic scan, longer ones through a heap.
 constexpr size_t kMaxQuadraticPieceBytes = 48;
 constexpr uint32_t kNoMerge = UINT32_MAX;
@@ -246,6 +246,40 @@ struct ClassedChar {
   uint8_t length;
 };
 
+// Eight bytes at a time (SWAR): bit 7 of each byte of the result is set where the byte is an ASCII letter.
+inline uint64_t ascii_letter_bits(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  const uint64_t folded = (word & ~kHigh) | (0x20 * kOnes);             // ASCII part, lower-cased
+  const uint64_t at_least_a = (folded + (0x80 - 'a') * kOnes) & kHigh;  // byte >= 'a' (no carry: byte < 0x80)
+  const uint64_t past_z = (folded + (0x80 - 'z' - 1) * kOnes) & kHigh;  // byte > 'z'
+  return at_least_a & ~past_z & ~word & kHigh;                          // and not a non-ASCII byte
+}
+
+// End of the run of ASCII letters starting at j, eight bytes at a time; stops before any other byte (a
+// non-ASCII letter is left to the caller).
+inline size_t ascii_letters_end(const unsigned char* s, size_t j, size_t n) {
+  while (j + 8 <= n) {
+    const uint64_t stops = ~ascii_letter_bits(load64(s + j)) & 0x8080808080808080ull;
+    if (stops) return j + size_t(__builtin_ctzll(stops) >> 3);
+    j += 8;
+  }
+  while (j < n && s[j] < 0x80 && kAsciiClasses[s[j]] == kClassLetter) ++j;
+  return j;
+}
+
+// End of the run of ' ' starting at j, eight bytes at a time.
+inline size_t spaces_end(const unsigned char* s, size_t j, size_t n) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = 0x8080808080808080ull;
+  while (j + 8 <= n) {
+    const uint64_t x = load64(s + j) ^ (uint64_t(' ') * kOnes);    // zero bytes where there is a space
+    const uint64_t stops = (((x & ~kHigh) + ~kHigh) | x) & kHigh;  // bit 7 set where the byte is not zero
+    if (stops) return j + size_t(__builtin_ctzll(stops) >> 3);
+    j += 8;
+  }
+  while (j < n && s[j] == ' ') ++j;
+  return j;
+}
+
 // PRECOND: i < n, s valid UTF-8.
 [[gnu::always_inline]] inline ClassedChar classify(const unsigned char* s, size_t i) {
   if (s[i] < 0x80) return {kAsciiClasses[s[i]], 1};
@@ -333,6 +367,32 @@ class PieceCache {
     place(slot, h);
     ++entries_;
   }
+  // The hot table: direct-mapped, for pieces of 2..8 bytes with at most 2 ids, small enough to stay in L2.
+  // Most pieces of ordinary text (" the", "    ", "):") are answered here without touching the main table.
+  static constexpr size_t kHotMaxBytes = 8, kHotMaxIds = 2;
+  // The bytes of a piece of 2..8 bytes as one integer: with the length it identifies the piece (the loads
+  // overlap when n < 8, but given n every byte is still in it).
+  static uint64_t hot_key(const unsigned char* p, size_t n) {
+    if (n >= 4) return load32(p) | load32(p + n - 4) << 32;
+    return uint64_t(p[0]) | uint64_t(p[n >> 1]) << 8 | uint64_t(p[n - 1]) << 16;
+  }
+  bool find_hot(uint64_t key, size_t n, int32_t* ids, uint8_t& count) const {
+    const HotSlot& slot = hot_[hot_index(key, n)];
+    if (slot.key != key || slot.length != n) return false;
+    count = slot.count;
+    ids[0] = slot.ids[0];
+    ids[1] = slot.ids[1];
+    return true;
+  }
+  void insert_hot(uint64_t key, size_t n, const int32_t* ids, size_t count) {
+    HotSlot& slot = hot_[hot_index(key, n)];
+    slot.key = key;
+    slot.length = uint8_t(n);
+    slot.count = uint8_t(count);
+    slot.ids[0] = ids[0];
+    slot.ids[1] = count > 1 ? ids[1] : 0;
+  }
+  void prefetch_hot(uint64_t key, size_t n) const { __builtin_prefetch(&hot_[hot_index(key, n)]); }
   void prefetch(uint64_t h) const {
     if (!slots_.empty()) __builtin_prefetch(&slots_[h & (slots_.size() - 1)]);
   }
@@ -353,6 +413,16 @@ class PieceCache {
     bool is_inline() const { return length <= kInlineBytes && id_count <= kInlineIds; }
   };
   static_assert(sizeof(Slot) == 32);
+  struct HotSlot {
+    uint64_t key = 0;
+    uint8_t length = 0, count = 0;  // length 0: empty
+    int32_t ids[kHotMaxIds] = {};
+  };
+  static constexpr int kHotBits = 14;
+  static size_t hot_index(uint64_t key, size_t n) {
+    return size_t(((key ^ n) * 0x9E3779B97F4A7C15ull) >> (64 - kHotBits));
+  }
+  static_assert(kMaxCachedPieceBytes <= UINT8_MAX, "a slot stores a piece's length and id count in a byte");
   void place(const Slot& slot, uint64_t h) {
     const size_t mask = slots_.size() - 1;
     size_t i = h & mask;
@@ -369,11 +439,13 @@ class PieceCache {
     }
   }
   void clear() {
+    hot_.assign(size_t(1) << kHotBits, HotSlot{});
     slots_.assign(kMinSlots, Slot{});
     keys_.clear();
     ids_.clear();
     entries_ = 0;
   }
+  std::vector<HotSlot> hot_ = std::vector<HotSlot>(size_t(1) << kHotBits);
   std::vector<Slot> slots_;
   std::string keys_;
   std::vector<int32_t> ids_;
@@ -470,6 +542,7 @@ struct Tokenizer::Impl {
     }
     const ClassedChar c0 = classify(s, i);
     auto letters_end = [&](size_t j) {
+      j = ascii_letters_end(s, j, n);
       while (j < n) {
         const ClassedChar c = classify(s, j);
         if (c.cls != kClassLetter) break;
@@ -509,7 +582,12 @@ struct Tokenizer::Impl {
     size_t j = i;
     size_t after_last_newline = 0;
     size_t last_char_start = i;
-    int count = 0;
+    size_t count = 0;
+    if (s[i] == ' ') {  // runs of plain spaces (indentation) eight at a time
+      j = spaces_end(s, i, n);
+      count = j - i;
+      last_char_start = j - 1;
+    }
     while (j < n) {
       const ClassedChar c = classify(s, j);
       if (c.cls != kClassSpace && c.cls != kClassNewline) break;
@@ -627,47 +705,32 @@ struct Tokenizer::Impl {
   void encode_normalized(std::string_view text, std::vector<int32_t>& out, PieceCache& cache) const {
     const auto* s = reinterpret_cast<const unsigned char*>(text.data());
     const size_t n = text.size();
-    // Pieces go in batches, and a batch is scanned (its cache slots prefetched) before the previous one is
-    // looked up, so the memory latency of a cache larger than L2 overlaps instead of adding up piece by
-    // piece.
-    constexpr size_t kBatch = 16;
-    struct Piece {
-      uint32_t begin, length;
-      uint64_t hash;  // 0: not cached (one byte, or too long)
-    };
-    Piece batches[2][kBatch];
-    size_t counts[2] = {0, 0};
-    size_t i = 0;
-    auto scan = [&](Piece* batch) {
-      size_t count = 0;
-      while (count < kBatch && i < n) {
-        const size_t end = piece_end(s, i, n);
-        Piece& piece = batch[count++];
-        piece = {uint32_t(i), uint32_t(end - i), 0};
-        if (piece.length > 1 && piece.length <= kMaxCachedPieceBytes) {
-          piece.hash = cache_hash(s + i, piece.length);
-          cache.prefetch(piece.hash);
+    for (size_t i = 0; i < n;) {
+      const size_t end = piece_end(s, i, n);
+      const unsigned char* p = s + i;
+      const size_t length = end - i;
+      i = end;
+      if (length == 1) {
+        out.push_back(byte_to_id[p[0]]);
+      } else if (length <= PieceCache::kHotMaxBytes) {
+        // The hot table is small enough to stay in L2: no prefetching needed.
+        const uint64_t key = PieceCache::hot_key(p, length);
+        int32_t ids[PieceCache::kHotMaxIds];
+        uint8_t found;
+        if (cache.find_hot(key, length, ids, found)) {
+          out.push_back(ids[0]);
+          if (found > 1) out.push_back(ids[1]);
+          continue;
         }
-        i = end;
+        const size_t start = out.size();
+        encode_cached_piece(p, length, cache_hash(p, length), out, cache);
+        const size_t produced = out.size() - start;
+        if (produced <= PieceCache::kHotMaxIds) cache.insert_hot(key, length, out.data() + start, produced);
+      } else if (length <= kMaxCachedPieceBytes) {
+        encode_cached_piece(p, length, cache_hash(p, length), out, cache);
+      } else {
+        bpe(p, length, out);
       }
-      return count;
-    };
-    int current = 0;
-    counts[current] = scan(batches[current]);
-    while (counts[current] > 0) {
-      counts[1 - current] = scan(batches[1 - current]);
-      for (size_t k = 0; k < counts[current]; ++k) {
-        const Piece& piece = batches[current][k];
-        const unsigned char* p = s + piece.begin;
-        if (piece.length == 1) {
-          out.push_back(byte_to_id[p[0]]);
-        } else if (piece.hash == 0) {
-          bpe(p, piece.length, out);
-        } else {
-          encode_cached_piece(p, piece.length, piece.hash, out, cache);
-        }
-      }
-      current = 1 - current;
     }
   }
 
