@@ -378,19 +378,16 @@ class PieceCache {
   }
   bool find_hot(uint64_t key, size_t n, int32_t* ids, uint8_t& count) const {
     const HotSlot& slot = hot_[hot_index(key, n)];
-    if (slot.key != key || slot.length != n) return false;
-    count = slot.count;
-    ids[0] = slot.ids[0];
-    ids[1] = slot.ids[1];
+    if (slot.key != key || ((slot.packed >> 48) & 0xF) != n) return false;
+    count = uint8_t(slot.packed >> 52);
+    ids[0] = int32_t(slot.packed & 0xFFFFFF);
+    ids[1] = int32_t((slot.packed >> 24) & 0xFFFFFF);
     return true;
   }
   void insert_hot(uint64_t key, size_t n, const int32_t* ids, size_t count) {
-    HotSlot& slot = hot_[hot_index(key, n)];
-    slot.key = key;
-    slot.length = uint8_t(n);
-    slot.count = uint8_t(count);
-    slot.ids[0] = ids[0];
-    slot.ids[1] = count > 1 ? ids[1] : 0;
+    const uint64_t second = count > 1 ? uint64_t(ids[1]) : 0;
+    hot_[hot_index(key, n)] = {key,
+                               uint64_t(ids[0]) | second << 24 | uint64_t(n) << 48 | uint64_t(count) << 52};
   }
   void prefetch_hot(uint64_t key, size_t n) const { __builtin_prefetch(&hot_[hot_index(key, n)]); }
   void prefetch(uint64_t h) const {
@@ -413,12 +410,11 @@ class PieceCache {
     bool is_inline() const { return length <= kInlineBytes && id_count <= kInlineIds; }
   };
   static_assert(sizeof(Slot) == 32);
-  struct HotSlot {
+  struct HotSlot {  // 16 bytes: ids (below 2^24, as every id is) packed with the length and the id count
     uint64_t key = 0;
-    uint8_t length = 0, count = 0;  // length 0: empty
-    int32_t ids[kHotMaxIds] = {};
+    uint64_t packed = 0;  // ids[0] | ids[1] << 24 | length << 48 | count << 52; 0: empty
   };
-  static constexpr int kHotBits = 14;
+  static constexpr int kHotBits = 15;
   static size_t hot_index(uint64_t key, size_t n) {
     return size_t(((key ^ n) * 0x9E3779B97F4A7C15ull) >> (64 - kHotBits));
   }

@@ -1,6 +1,7 @@
 #include "text/unicode.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -47,18 +48,44 @@ inline int classify_sequence(const unsigned char* p, const unsigned char* end, i
   return lead.sequence_length;
 }
 
+// The canonical compositions in an open-addressing table built once from the generated sorted list: a lookup
+// is one or two probes instead of a binary search over 940 pairs.
+class CompositionTable {
+ public:
+  CompositionTable() {
+    for (size_t i = 0; i < detail::kCompositionCount; ++i) {
+      const detail::CompositionPair& pair = detail::kCompositions[i];
+      size_t slot = index(pair.key);
+      while (entries_[slot].composite != 0) slot = (slot + 1) & (kSlots - 1);
+      entries_[slot] = pair;
+    }
+  }
+  char32_t find(uint64_t key) const {
+    for (size_t slot = index(key);; slot = (slot + 1) & (kSlots - 1)) {
+      const detail::CompositionPair& entry = entries_[slot];
+      if (entry.key == key) return entry.composite;
+      if (entry.composite == 0) return 0;
+    }
+  }
+
+ private:
+  static constexpr size_t kSlots = 4096;  // > 4 x the 940 pairs
+  static size_t index(uint64_t key) { return size_t((key * 0x9E3779B97F4A7C15ull) >> 52); }
+  std::array<detail::CompositionPair, kSlots> entries_{};
+};
+
+const CompositionTable& composition_table() {
+  static const CompositionTable table;
+  return table;
+}
+
 inline char32_t compose_pair(char32_t first, char32_t second) {
   if (first - kLeadBase < kLeadCount && second - kVowelBase < kVowelCount)
     return kHangulBase + ((first - kLeadBase) * kVowelCount + (second - kVowelBase)) * kTrailCount;
   if (first - kHangulBase < kSyllableCount && (first - kHangulBase) % kTrailCount == 0 &&
       second - kTrailBase - 1 < kTrailCount - 1)
     return first + (second - kTrailBase);
-  const uint64_t key = uint64_t(first) << 21 | second;
-  const detail::CompositionPair* begin = detail::kCompositions;
-  const detail::CompositionPair* end = begin + detail::kCompositionCount;
-  const auto* it = std::lower_bound(begin, end, key,
-                                    [](const detail::CompositionPair& p, uint64_t k) { return p.key < k; });
-  return it != end && it->key == key ? it->composite : 0;
+  return composition_table().find(uint64_t(first) << 21 | second);
 }
 
 struct Decomposed {
@@ -93,15 +120,17 @@ void normalize_region(std::string_view region, std::string& out) {
       buffer.push_back({part, record(part).combining_class});
     }
   }
-  // Canonical ordering: a stable sort of each run of non-starters by combining class.
-  for (size_t i = 0; i < buffer.size(); ++i) {
-    if (buffer[i].combining_class == 0) continue;
-    size_t run_end = i;
-    while (run_end < buffer.size() && buffer[run_end].combining_class != 0) ++run_end;
-    std::stable_sort(
-        buffer.begin() + std::ptrdiff_t(i), buffer.begin() + std::ptrdiff_t(run_end),
-        [](const Decomposed& a, const Decomposed& b) { return a.combining_class < b.combining_class; });
-    i = run_end;
+  // Canonical ordering: a stable sort of each run of non-starters by combining class. Runs are short, so an
+  // insertion sort (stable, and free of std::stable_sort's buffer allocation).
+  for (size_t i = 1; i < buffer.size(); ++i) {
+    const Decomposed c = buffer[i];
+    if (c.combining_class == 0) continue;
+    size_t j = i;
+    while (j > 0 && buffer[j - 1].combining_class > c.combining_class) {
+      buffer[j] = buffer[j - 1];
+      --j;
+    }
+    buffer[j] = c;
   }
   // Canonical composition: a character joins the last starter unless something between them blocks it.
   size_t kept = 0;
