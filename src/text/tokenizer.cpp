@@ -25,9 +25,10 @@ constexpr std::string_view kQwenPattern =
 constexpr std::string_view kDigitTriplesPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-// Pieces longer than this are merged every time rather than cached (as in HF, whose cache also stops at 256):
-// very long pieces rarely repeat and would crowd the cache.
-constexpr size_t kMaxCachedPieceBytes = 255;  // the cache stores lengths and id counts in a byte
+// Pieces longer than this are merged every time rather than cached. HF stops at 256 characters; we keep
+// pieces up to 4 KiB (long CJK runs, emoji sequences, separator lines), because a chat re-encodes its whole
+// history every turn, so even long pieces come back, and merging them is the slowest part of encoding.
+constexpr size_t kMaxCachedPieceBytes = 4096;
 // Pieces up to this many bytes are merged with a simple quadratic scan, longer ones through a heap.
 constexpr size_t kMaxQuadraticPieceBytes = 48;
 constexpr uint32_t kNoMerge = UINT32_MAX;
@@ -321,7 +322,9 @@ class PieceCache {
   }
 
  public:
-  static constexpr size_t kInlineBytes = 14, kInlineIds = 3;
+  static constexpr size_t kInlineBytes = 12, kInlineIds = 3;
+  // Bytes of keys and ids kept in the arenas before the cache starts over, so memory stays bounded.
+  static constexpr size_t kMaxArenaBytes = size_t(64) << 20;
   static constexpr size_t kMinSlots = size_t(1) << 12, kMaxSlots = size_t(1) << 19;
 
   // Returns the cached ids of a piece or nullptr.
@@ -344,8 +347,8 @@ class PieceCache {
     }
   }
   void insert(const unsigned char* p, size_t n, uint64_t h, const int32_t* ids, size_t count) {
-    if ((entries_ + 1) * 2 > slots_.size()) {
-      if (slots_.size() >= kMaxSlots) {
+    if ((entries_ + 1) * 2 > slots_.size() || keys_.size() + ids_.size() * sizeof(int32_t) > kMaxArenaBytes) {
+      if (slots_.size() >= kMaxSlots || keys_.size() + ids_.size() * sizeof(int32_t) > kMaxArenaBytes) {
         clear();
       } else {
         grow();
@@ -353,8 +356,8 @@ class PieceCache {
     }
     Slot slot;
     slot.tag = uint32_t(h >> 32);
-    slot.length = uint8_t(n);
-    slot.id_count = uint8_t(count);
+    slot.length = uint16_t(n);
+    slot.id_count = uint16_t(count);
     if (slot.is_inline()) {
       std::memcpy(slot.key, p, n);
       std::copy(ids, ids + count, slot.ids);
@@ -404,9 +407,9 @@ class PieceCache {
  private:
   struct alignas(32) Slot {
     uint32_t tag = 0;  // high hash bits, to reject most other pieces without reading their bytes
-    uint8_t length = 0, id_count = 0;  // length 0: empty (pieces are never empty)
-    char key[kInlineBytes] = {};       // zero-padded
-    int32_t ids[kInlineIds] = {};      // or, for an arena entry: key offset, ids offset
+    uint16_t length = 0, id_count = 0;  // length 0: empty (pieces are never empty)
+    char key[kInlineBytes] = {};        // zero-padded
+    int32_t ids[kInlineIds] = {};       // or, for an arena entry: key offset, ids offset
     bool is_inline() const { return length <= kInlineBytes && id_count <= kInlineIds; }
   };
   static_assert(sizeof(Slot) == 32);
@@ -418,7 +421,7 @@ class PieceCache {
   static size_t hot_index(uint64_t key, size_t n) {
     return size_t(((key ^ n) * 0x9E3779B97F4A7C15ull) >> (64 - kHotBits));
   }
-  static_assert(kMaxCachedPieceBytes <= UINT8_MAX, "a slot stores a piece's length and id count in a byte");
+  static_assert(kMaxCachedPieceBytes <= UINT16_MAX, "a slot stores a piece's length and id count in 16 bits");
   void place(const Slot& slot, uint64_t h) {
     const size_t mask = slots_.size() - 1;
     size_t i = h & mask;
