@@ -4,10 +4,12 @@
 
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/backend_factory.h"
 #include "core/error.h"
+#include "text/unicode.h"
 
 namespace qwen3::cli {
 
@@ -34,7 +36,12 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
   app.add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
 }
 
-GenerateOptions resolve_generate_options(const SamplingFlags& f, const Checkpoint& checkpoint) {
+SamplingFallback qwen3_chat_sampling(bool thinking) {
+  return thinking ? SamplingFallback{0.6, 0.95, 20} : SamplingFallback{0.7, 0.8, 20};
+}
+
+GenerateOptions resolve_generate_options(const SamplingFlags& f, const Checkpoint& checkpoint,
+                                         const SamplingFallback& fallback) {
   const GenerationConfig& gen = checkpoint.generation();
   GenerateOptions o;
   o.max_tokens = f.max_tokens;
@@ -42,9 +49,9 @@ GenerateOptions resolve_generate_options(const SamplingFlags& f, const Checkpoin
   o.eos_token_ids = checkpoint.eos_token_ids();
   SamplingParams& s = o.sampling;
   // generation_config.json: do_sample false means greedy, as in transformers.
-  s.temperature = gen.do_sample.value_or(true) ? gen.temperature.value_or(1.0) : 0.0;
-  s.top_k = gen.top_k.value_or(0);
-  s.top_p = gen.top_p.value_or(1.0);
+  s.temperature = gen.do_sample.value_or(true) ? gen.temperature.value_or(fallback.temperature) : 0.0;
+  s.top_k = gen.top_k.value_or(fallback.top_k);
+  s.top_p = gen.top_p.value_or(fallback.top_p);
   s.min_p = gen.min_p.value_or(0.0);
   s.repetition_penalty = gen.repetition_penalty.value_or(1.0);
   if (f.temperature) s.temperature = *f.temperature;
@@ -70,6 +77,72 @@ LoadedModel load_model(const ModelOptions& options) {
   m.checkpoint = Checkpoint::open(options.model_dir);
   m.backend = make_backend(options.backend, *m.checkpoint, options.context);
   return m;
+}
+
+void add_tokenizer_option(CLI::App& app, std::string& tokenizer_file) {
+  app.add_option("--tokenizer", tokenizer_file,
+                 "tokenizer.json to use instead of DIR/tokenizer.json (the chat template is then read from "
+                 "tokenizer_config.json beside it)");
+}
+
+namespace {
+
+std::filesystem::path tokenizer_path(const std::string& model_dir, const std::string& tokenizer_file) {
+  return tokenizer_file.empty() ? std::filesystem::path(model_dir) / "tokenizer.json"
+                                : std::filesystem::path(tokenizer_file);
+}
+
+}  // namespace
+
+bool checkpoint_has_tokenizer(const std::string& model_dir, const std::string& tokenizer_file) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(tokenizer_path(model_dir, tokenizer_file), ec);
+}
+
+Tokenizer load_checkpoint_tokenizer(const std::string& model_dir, const std::string& tokenizer_file) {
+  const std::filesystem::path path = tokenizer_path(model_dir, tokenizer_file);
+  if (!checkpoint_has_tokenizer(model_dir, tokenizer_file)) {
+    if (!tokenizer_file.empty()) throw InputError("tokenizer file " + path.string() + " does not exist");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(model_dir, ec))
+      throw InputError("model directory " + model_dir + " does not exist");
+    throw InputError("no tokenizer.json in " + model_dir +
+                     " (copy the checkpoint's tokenizer files there or name one with --tokenizer FILE)");
+  }
+  return Tokenizer::from_file(path);
+}
+
+ChatTemplate load_checkpoint_template(const std::string& model_dir, const std::string& tokenizer_file) {
+  if (!tokenizer_file.empty()) {
+    // A tokenizer named on its own usually travels with its tokenizer_config.json (the template's home).
+    const std::filesystem::path beside = std::filesystem::path(tokenizer_file).parent_path();
+    const std::filesystem::path dir = beside.empty() ? std::filesystem::path(".") : beside;
+    std::error_code ec;
+    if (std::filesystem::exists(dir / "tokenizer_config.json", ec) ||
+        std::filesystem::exists(dir / "chat_template.jinja", ec))
+      return ChatTemplate::from_model_dir(dir);
+  }
+  try {
+    return ChatTemplate::from_model_dir(model_dir);
+  } catch (const InputError& e) {
+    throw InputError(std::string(e.what()) + ": no chat template to apply (pass --raw to use the prompt as is)");
+  }
+}
+
+void require_valid_utf8(std::string_view text, const std::string& what) {
+  const size_t bad = unicode::find_invalid_utf8(text);
+  if (bad != std::string_view::npos)
+    throw InputError(what + " is not valid UTF-8 (byte " + std::to_string(bad) + " of " +
+                     std::to_string(text.size()) + ")");
+}
+
+std::string join_ids(std::span<const int32_t> ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ' ';
+    out += std::to_string(ids[i]);
+  }
+  return out;
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text) {

@@ -5,12 +5,16 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/checkpoint.h"
 #include "model/backend.h"
 #include "model/generate.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 namespace qwen3::cli {
 
@@ -33,8 +37,34 @@ struct SamplingFlags {
 };
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& flags);
-// Command-line values over generation_config.json's, over defaults (temperature 1, no filters).
-GenerateOptions resolve_generate_options(const SamplingFlags& flags, const Checkpoint& checkpoint);
+
+// What a sampling field falls back to when neither a flag nor generation_config.json sets it.
+struct SamplingFallback {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;
+};
+// The Qwen3 model card's recommendation for chat: thinking 0.6 / 0.95 / 20, non-thinking 0.7 / 0.8 / 20.
+// Used only where generation_config.json is silent (the published checkpoints ship the thinking values).
+SamplingFallback qwen3_chat_sampling(bool thinking);
+
+// Command-line values over generation_config.json's, over `fallback` (default: temperature 1, no filters).
+GenerateOptions resolve_generate_options(const SamplingFlags& flags, const Checkpoint& checkpoint,
+                                         const SamplingFallback& fallback = {});
+
+// The text side of a checkpoint: DIR/tokenizer.json, or the file given with --tokenizer; the chat template
+// from beside that tokenizer.json (tokenizer_config.json or chat_template.jinja), else from DIR.
+void add_tokenizer_option(CLI::App& app, std::string& tokenizer_file);
+Tokenizer load_checkpoint_tokenizer(const std::string& model_dir, const std::string& tokenizer_file);
+ChatTemplate load_checkpoint_template(const std::string& model_dir, const std::string& tokenizer_file);
+// Whether a tokenizer is there to load (run --prompt-ids prints ids when there is none).
+bool checkpoint_has_tokenizer(const std::string& model_dir, const std::string& tokenizer_file);
+
+// InputError naming `what` and the byte offset when `text` is not valid UTF-8.
+void require_valid_utf8(std::string_view text, const std::string& what);
+
+// "1 2 3": ids as --print-ids and --verbose-prompt print them.
+std::string join_ids(std::span<const int32_t> ids);
 
 struct LoadedModel {
   std::unique_ptr<Checkpoint> checkpoint;
@@ -53,5 +83,6 @@ void register_tokenize(CLI::App& app);  // tokenize and detokenize: cmd_tokenize
 void register_detokenize(CLI::App& app);
 void register_bench(CLI::App& app);  // cmd_bench.cpp
 void register_template(CLI::App& app);  // cmd_template.cpp
+void register_chat(CLI::App& app);      // cmd_chat.cpp
 
 }  // namespace qwen3::cli

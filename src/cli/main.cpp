@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   qwen3::cli::register_detokenize(app);
   qwen3::cli::register_bench(app);
   qwen3::cli::register_template(app);
+  qwen3::cli::register_chat(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
