@@ -29,6 +29,9 @@ constexpr std::string_view kDigitTriplesPattern =
 // pieces up to 4 KiB (long CJK runs, emoji sequences, separator lines), because a chat re-encodes its whole
 // history every turn, so even long pieces come back, and merging them is the slowest part of encoding.
 constexpr size_t kMaxCachedPieceBytes = 4096;
+// Lines (see encode_lines) of this many bytes are cached whole: shorter ones gain little over their pieces'
+// cache, longer ones are rarely repeated.
+constexpr size_t kMinCachedLineBytes = 16, kMaxCachedLineBytes = 4096;
 // Pieces up to this many bytes are merged with a simple quadratic scan, longer ones through a heap.
 constexpr size_t kMaxQuadraticPieceBytes = 48;
 constexpr uint32_t kNoMerge = UINT32_MAX;
@@ -733,6 +736,51 @@ struct Tokenizer::Impl {
     }
   }
 
+  // Encodes normalized text line by line, caching each line's ids: a chat re-encodes its whole history every
+  // turn, and documents repeat lines, so whole lines come back and skip the scan. A line ends after a '\n'
+  // that the next character is not white space: no piece of the pattern crosses such a point (white space and
+  // punctuation pieces end at the last '\n' before non-space, letters and digits never hold one), so encoding
+  // the lines one by one gives exactly the pieces of the whole text.
+  void encode_lines(std::string_view text, std::vector<int32_t>& out, PieceCache& cache,
+                    PieceCache& line_cache) const {
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    const size_t n = text.size();
+    size_t start = 0;
+    while (start < n) {
+      size_t end = start;
+      while (true) {  // the next line end
+        const void* newline = std::memchr(s + end, '\n', n - end);
+        if (!newline) {
+          end = n;
+          break;
+        }
+        end = size_t(static_cast<const unsigned char*>(newline) - s) + 1;
+        if (end == n || !starts_with_white_space(s + end, n - end)) break;
+      }
+      const size_t length = end - start;
+      if (length < kMinCachedLineBytes || length > kMaxCachedLineBytes) {
+        encode_normalized(text.substr(start, length), out, cache);
+      } else {
+        const uint64_t h = cache_hash(s + start, length);
+        size_t count;
+        if (const int32_t* ids = line_cache.find(s + start, length, h, count)) {
+          out.insert(out.end(), ids, ids + count);
+        } else {
+          const size_t first = out.size();
+          encode_normalized(text.substr(start, length), out, cache);
+          line_cache.insert(s + start, length, h, out.data() + first, out.size() - first);
+        }
+      }
+      start = end;
+    }
+  }
+  static bool starts_with_white_space(const unsigned char* p, size_t available) {
+    if (p[0] < 0x80) return kAsciiClasses[p[0]] == kClassSpace || kAsciiClasses[p[0]] == kClassNewline;
+    (void)available;  // valid UTF-8: the whole sequence is there
+    size_t length;
+    return unicode::flags(unicode::decode_valid_utf8(p, length)) & unicode::kWhiteSpace;
+  }
+
   // Splits `text` at the matcher's added tokens exactly as HF's AddedVocabulary::find_matches does, calling
   // on_text(segment) for the text between them and pushing the ids of the tokens.
   template <typename OnText>
@@ -813,7 +861,9 @@ struct Tokenizer::Impl {
                        std::to_string(invalid));
     }
     thread_local PieceCache cache;
+    thread_local PieceCache line_cache;
     cache.bind(serial);
+    line_cache.bind(serial);
     thread_local std::string normalized_storage;
     split_added(text, raw_matcher, out, [&](std::string_view segment) {
       // NFC only from the first character that may change: before it the text is already normalized.
@@ -824,7 +874,7 @@ struct Tokenizer::Impl {
                                        first_nfc_candidate > offset ? first_nfc_candidate - offset : 0)
                      : segment;
       split_added(normalized, normalized_matcher, out,
-                  [&](std::string_view piece) { encode_normalized(piece, out, cache); });
+                  [&](std::string_view piece) { encode_lines(piece, out, cache, line_cache); });
     });
   }
 
