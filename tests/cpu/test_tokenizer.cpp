@@ -122,6 +122,11 @@ TEST_F(HfParity, CorpusIdsAndDecodeMatch) {
     if (streamed != expected["decode"][i].get<std::string>() && ++stream_mismatches <= 5)
       ADD_FAILURE() << "streamed decode differs for string " << i;
   }
+  // Again with warm caches (pieces and whole lines now come from the per-thread caches).
+  size_t warm_mismatches = 0;
+  for (size_t i = 0; i < corpus.size(); ++i)
+    if (t.encode(corpus[i]) != expected["ids"][i].get<std::vector<int32_t>>()) ++warm_mismatches;
+  EXPECT_EQ(warm_mismatches, 0u);
   std::printf(
       "parity corpus: %zu strings, %zu bytes, %zu tokens; mismatches: ids %zu, decode %zu, stream %zu\n",
       corpus.size(), bytes, tokens, id_mismatches, decode_mismatches, stream_mismatches);
