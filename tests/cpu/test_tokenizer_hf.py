@@ -59,7 +59,10 @@ def main():
     probes = ["Hi <mask> there\t<mask>\t<mask>\u2000end", "<mask>, <mask>- \u25cc\u0330<mask>", "a<mask>b <mask>",
               "x  <mask>  y", "<mask><mask>", "Ångström and A\u030angstro\u0308m and \u212bngstr\u00f6m",
               "hello world helloworld ahello hello_ hello.", " <sp> <sp><sp>x<sp>", "say hello", "12345678 9",
-              "<|im_start|>user\n<mask> hello<|im_end|>", "\u00e9<mask>\u0301", "", "   ", "<mas<mask>k>"]
+              "<|im_start|>user\n<mask> hello<|im_end|>", "\u00e9<mask>\u0301", "", "   ", "<mas<mask>k>",
+              # line ends (encode caches whole lines): only a newline before non-space ends one
+              "a\n b\nc", "x.\n\ny", "  \n\t\nz", "\n\n\n", "a\r\nb\r\n", "e\n\u0301x", "\n\u3000x\n\u00a0y",
+              "'s\n's\n'S", "1\n2\n 3\n", "end  \n", "  \n  \n" * 3 + "x"]
     additions = [
         {"content": "<mask>", "lstrip": True, "rstrip": True, "single_word": True, "normalized": True,
          "special": True},
