@@ -114,6 +114,11 @@ def main():
 
     report = {
         "benchmark": "single-threaded encode throughput, MB/s of UTF-8 input, warm caches",
+        "notes": ("Each library encodes every corpus string on its own, pass after pass, so all of them run warm: ours "
+                  "caches ids per piece (a hot table for short pieces) and per whole line, per thread; 'cold' is our "
+                  "first pass with empty caches. CPU time counts every thread of the process: fastokens' batch "
+                  "call keeps working on helper threads even with RAYON_NUM_THREADS=1 (its wall rate can exceed "
+                  "its CPU rate), so its CPU rate is the fair single-core figure."),
         "corpus": os.path.relpath(args.corpus, REPO),
         "strings": len(strings),
         "bytes": total_bytes,
