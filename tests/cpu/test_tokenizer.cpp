@@ -163,6 +163,38 @@ TEST_F(HfParity, AddedTokenFlagsAndDigitPatternVariants) {
   }
 }
 
+// Every code point, not just those in the corpus: the classes the pre-tokenizer sees and NFC in a few
+// contexts (the Unicode versions of HF's regex engine and normalizer differ, and the tables must follow
+// both).
+TEST_F(HfParity, EveryCodePointClassAndNfc) {
+  const Tokenizer& t = qwen_tokenizer();
+  std::string dump;
+  for (char32_t cp = 0; cp < 0x110000; ++cp) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    std::string x;
+    unicode::append_utf8(x, cp);
+    auto pieces = [&](const std::string& s) { return t.pre_tokenize(s).size(); };
+    const bool letter = pieces("a" + x) == 1;
+    const bool number = !letter && pieces(x + x) == 2;
+    const bool space = !letter && !number && (cp == '\r' || cp == '\n' || pieces("!" + x) == 2);
+    dump.push_back(char(letter | number << 1 | space << 2));
+    for (const std::string& context : {x, "q\u0301" + x, "q" + x + "\u0334", x + "\u0301", x + "\u0334"}) {
+      const std::string normalized = t.normalize(context);
+      const uint32_t length = uint32_t(normalized.size());
+      for (int b = 0; b < 4; ++b) dump.push_back(char((length >> (8 * b)) & 0xFF));
+      dump += normalized;
+    }
+  }
+  const auto ours = out_dir_ / "ours_unicode.bin";
+  test::write_file(ours, dump);
+  const std::filesystem::path helper = std::filesystem::path(__FILE__).parent_path() / "test_tokenizer_hf.py";
+  const auto r = test::run_command(python().string() + " " + helper.string() + " --unicode " +
+                                   kTokenizerJson.string() + " " + ours.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("unicode mismatches: 0\n"), std::string::npos) << r.out;
+  std::printf("%s", r.out.substr(0, r.out.find('\n') + 1).c_str());
+}
+
 // ---- Unit tests on the real tokenizer.
 
 std::vector<int32_t> byte_tokens(const Tokenizer& t, std::string_view bytes) {

@@ -2,6 +2,7 @@
 """Expected results from Hugging Face `tokenizers` for tests/cpu/test_tokenizer.cpp (run live in build/pyenv).
 
 Usage: test_tokenizer_hf.py TOKENIZER_JSON CORPUS_JSONL OUT_DIR
+       test_tokenizer_hf.py --unicode TOKENIZER_JSON OURS_FILE   (see check_every_code_point)
 Writes OUT_DIR/expected.json:
   corpus:   ids, decode (skip_special_tokens False and True) of every corpus string;
   random:   decode of random id sequences (byte tokens that split characters, special tokens);
@@ -20,7 +21,49 @@ from tokenizers import Tokenizer
 EXPECTED_VERSION = "0.23.2"
 
 
+# The contexts in which every code point X is normalized: alone, after and before combining marks of classes
+# 230 and 1 (canonical reordering), and as the starter of a composition.
+NFC_CONTEXTS = ["{}", "q\u0301{}", "q{}\u0334", "{}\u0301", "{}\u0334"]
+
+
+def check_every_code_point(tokenizer_path, ours_path):
+    """Compares, for every code point, the character classes the pre-tokenizer sees (\\p{L}, \\p{N}, \\s, probed
+    through how HF splits a few two-character strings) and NFC in NFC_CONTEXTS with what the C++ test wrote:
+    per code point (surrogates skipped) one byte of class bits (1 L, 2 N, 4 space), then each NFC result as a
+    4-byte little-endian length and its UTF-8."""
+    tok = Tokenizer.from_file(tokenizer_path)
+    pre = tok.pre_tokenizer.pre_tokenize_str
+    norm = tok.normalizer.normalize_str
+    data = open(ours_path, "rb").read()
+    position, mismatches, examples = 0, 0, []
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        x = chr(cp)
+        is_letter = len(pre("a" + x)) == 1
+        is_number = not is_letter and len(pre(x + x)) == 2
+        is_space = not is_letter and not is_number and (x in "\r\n" or len(pre("!" + x)) == 2)
+        want_classes = is_letter | is_number << 1 | is_space << 2
+        got_classes = data[position]
+        position += 1
+        want_nfc, got_nfc = [norm(c.format(x)) for c in NFC_CONTEXTS], []
+        for _ in NFC_CONTEXTS:
+            length = int.from_bytes(data[position:position + 4], "little")
+            got_nfc.append(data[position + 4:position + 4 + length].decode("utf-8"))
+            position += 4 + length
+        if want_classes != got_classes or want_nfc != got_nfc:
+            mismatches += 1
+            if len(examples) < 10:
+                examples.append(f"U+{cp:04X}: classes {got_classes} (HF {want_classes}), NFC {got_nfc!r} (HF {want_nfc!r})")
+    print(f"unicode mismatches: {mismatches}")
+    for example in examples:
+        print(example)
+
+
 def main():
+    if sys.argv[1] == "--unicode":
+        check_every_code_point(sys.argv[2], sys.argv[3])
+        return
     tokenizer_path, corpus_path, out_dir = sys.argv[1:4]
     if tokenizers.__version__ != EXPECTED_VERSION:
         sys.exit(f"tokenizers {tokenizers.__version__} found, the parity test is pinned to {EXPECTED_VERSION}")
