@@ -209,7 +209,7 @@ test::CommandResult run_script(const std::filesystem::path& dir, const std::stri
       "sleep 0.1; done; }\n" +
       kQwen3 + " chat " + model_args() +
       " --verbose-prompt --no-think --temperature 0 --ignore-eos --max-tokens 100000 "
-      "--ctx-size 512 < \"$d/in\" > \"$d/out\" 2> \"$d/err\" &\n"
+      "--ctx-size 4096 < \"$d/in\" > \"$d/out\" 2> \"$d/err\" &\n"
       "pid=$!\n"
       "( sleep 60; kill -9 $pid ) >/dev/null 2>&1 &\n"
       "watchdog=$!\n"
@@ -230,12 +230,12 @@ TEST_F(ChatCli, CtrlCStopsTheReplyNotTheChat) {
   const test::CommandResult r = run_script(dir_,
                                            "printf 'Hello\\n' >&3\n"
                                            "wait_for 'prompt ids'\n"
-                                           "sleep 0.5\n"
+                                           "sleep 0.3\n"
                                            "kill -INT $pid\n"
                                            "wait_for '\\[stopped\\]'\n"
                                            "printf '/stats\\nSecond\\n' >&3\n"
                                            "wait_for 'prompt ids' 2\n"
-                                           "sleep 0.5\n"
+                                           "sleep 0.3\n"
                                            "kill -INT $pid\n"
                                            "wait_for '\\[stopped\\]' 2\n"
                                            "exec 3>&-\n"  // end of input: the chat quits
