@@ -622,37 +622,95 @@ struct Tokenizer::Impl {
     out.insert(out.end(), ids, ids + n);
   }
 
-  void merge_large(int32_t* ids, size_t n, std::vector<int32_t>& out) const {
-    // A candidate remembers the pair it was made for, so a stale one (a side merged away since) is recognized
-    // without another table lookup.
-    struct Candidate {
-      uint64_t order;  // rank << 32 | position: lowest rank first, then leftmost, in one comparison
-      int32_t left, right, merged;
-      bool operator>(const Candidate& o) const { return order > o.order; }
-    };
+  // A pending merge. It remembers the pair it was made for, so a stale one (a side merged away since) is
+  // recognized without another table lookup.
+  struct Candidate {
+    uint64_t order;  // rank << 32 | position: lowest rank first, then leftmost
+    int32_t left, right, merged;
+  };
+
+  // A radix heap: pops in order in amortized O(1) with sequential memory access, but only while pushes never
+  // go below the last pop. That holds when every merge's tokens were created by earlier merges (true of
+  // trained BPE files, Qwen's included); push() reports a table where it does not.
+  struct RadixQueue {
+    std::array<std::vector<Candidate>, 65> buckets;  // bucket b: keys differing from `last` first at bit b-1
+    uint64_t last = 0;
+    size_t size = 0;
+    static size_t bucket(uint64_t key, uint64_t last) {
+      return key == last ? 0 : size_t(64 - __builtin_clzll(key ^ last));
+    }
+    void clear() {
+      for (auto& b : buckets) b.clear();
+      last = 0;
+      size = 0;
+    }
+    bool push(const Candidate& c) {
+      if (c.order < last) return false;
+      buckets[bucket(c.order, last)].push_back(c);
+      ++size;
+      return true;
+    }
+    void build() {}
+    bool empty() const { return size == 0; }
+    Candidate pop() {
+      if (buckets[0].empty()) {
+        size_t i = 1;
+        while (buckets[i].empty()) ++i;
+        uint64_t smallest = UINT64_MAX;
+        for (const Candidate& c : buckets[i]) smallest = std::min(smallest, c.order);
+        last = smallest;
+        for (const Candidate& c : buckets[i]) buckets[bucket(c.order, last)].push_back(c);  // all go below i
+        buckets[i].clear();
+      }
+      const Candidate c = buckets[0].back();
+      buckets[0].pop_back();
+      --size;
+      return c;
+    }
+  };
+
+  // A binary min-heap: any merge table.
+  struct HeapQueue {
+    std::vector<Candidate> heap;
+    static bool later(const Candidate& a, const Candidate& b) { return a.order > b.order; }
+    void clear() { heap.clear(); }
+    bool push(const Candidate& c) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), later);
+      return true;
+    }
+    void build() { std::make_heap(heap.begin(), heap.end(), later); }
+    bool empty() const { return heap.empty(); }
+    Candidate pop() {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const Candidate c = heap.back();
+      heap.pop_back();
+      return c;
+    }
+  };
+
+  // BPE of a long piece: a linked list of symbols and a priority queue of candidate merges. Returns false,
+  // with `ids` partly merged, when the queue refuses a push.
+  template <typename Queue>
+  bool merge_with_queue(Queue& queue, int32_t* ids, size_t n, std::vector<int32_t>& out) const {
     thread_local std::vector<int32_t> previous, next;
-    thread_local std::vector<Candidate> heap;  // a min-heap on (rank, position), kept between calls
     previous.resize(n);
     next.resize(n);
     for (size_t i = 0; i < n; ++i) {
       previous[i] = int32_t(i) - 1;
       next[i] = i + 1 < n ? int32_t(i + 1) : -1;
     }
-    heap.clear();
-    const auto later = std::greater<Candidate>();
+    queue.clear();
     auto candidate = [&](int32_t position, int32_t right_position) {
       const MergeTable::Merge m = merges.find(ids[position], ids[right_position]);
-      if (m.rank == kNoMerge) return false;
-      heap.push_back(
+      if (m.rank == kNoMerge) return true;
+      return queue.push(
           {uint64_t(m.rank) << 32 | uint32_t(position), ids[position], ids[right_position], m.merged});
-      return true;
     };
     for (size_t i = 0; i + 1 < n; ++i) candidate(int32_t(i), int32_t(i + 1));
-    std::make_heap(heap.begin(), heap.end(), later);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const Candidate top = heap.back();
-      heap.pop_back();
+    queue.build();
+    while (!queue.empty()) {
+      const Candidate top = queue.pop();
       const int32_t left = int32_t(uint32_t(top.order));
       const int32_t right = next[size_t(left)];
       if (right < 0 || ids[left] != top.left || ids[right] != top.right) continue;  // stale
@@ -660,12 +718,21 @@ struct Tokenizer::Impl {
       ids[right] = -1;
       next[size_t(left)] = next[size_t(right)];
       if (next[size_t(left)] >= 0) previous[size_t(next[size_t(left)])] = left;
-      if (previous[size_t(left)] >= 0 && candidate(previous[size_t(left)], left))
-        std::push_heap(heap.begin(), heap.end(), later);
-      if (next[size_t(left)] >= 0 && candidate(left, next[size_t(left)]))
-        std::push_heap(heap.begin(), heap.end(), later);
+      if (previous[size_t(left)] >= 0 && !candidate(previous[size_t(left)], left)) return false;
+      if (next[size_t(left)] >= 0 && !candidate(left, next[size_t(left)])) return false;
     }
     for (int32_t i = 0; i >= 0; i = next[size_t(i)]) out.push_back(ids[i]);
+    return true;
+  }
+
+  void merge_large(int32_t* ids, size_t n, std::vector<int32_t>& out) const {
+    thread_local RadixQueue radix;
+    thread_local HeapQueue heap;
+    thread_local std::vector<int32_t> original;
+    original.assign(ids, ids + n);
+    if (merge_with_queue(radix, ids, n, out)) return;
+    std::copy(original.begin(), original.end(), ids);  // a merge table out of order: start over with a heap
+    merge_with_queue(heap, ids, n, out);
   }
 
   void bpe(const unsigned char* p, size_t n, std::vector<int32_t>& out) const {

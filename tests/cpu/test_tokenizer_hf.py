@@ -7,8 +7,8 @@ Writes OUT_DIR/expected.json:
   corpus:   ids, decode (skip_special_tokens False and True) of every corpus string;
   random:   decode of random id sequences (byte tokens that split characters, special tokens);
   variants: tokenizer.json files written to OUT_DIR with extra added tokens (lstrip, rstrip, single_word,
-            normalized, a content already in the vocabulary), the \\p{N}{1,3} pattern, ignore_merges, or no
-            normalizer, and their ids on probes and on every 25th corpus string.
+            normalized, a content already in the vocabulary), the \\p{N}{1,3} pattern, ignore_merges, no
+            normalizer, or merges out of creation order, and their ids on probes and every 25th corpus string.
 """
 import json
 import os
@@ -105,7 +105,10 @@ def main():
               "<|im_start|>user\n<mask> hello<|im_end|>", "\u00e9<mask>\u0301", "", "   ", "<mas<mask>k>",
               # line ends (encode caches whole lines): only a newline before non-space ends one
               "a\n b\nc", "x.\n\ny", "  \n\t\nz", "\n\n\n", "a\r\nb\r\n", "e\n\u0301x", "\n\u3000x\n\u00a0y",
-              "'s\n's\n'S", "1\n2\n 3\n", "end  \n", "  \n  \n" * 3 + "x"]
+              "'s\n's\n'S", "1\n2\n 3\n", "end  \n", "  \n  \n" * 3 + "x",
+              # long pieces (merged through a priority queue)
+              "中华人民共和国" * 40, "pneumonoultramicroscopicsilicovolcanoconiosis" * 8, "=-" * 300,
+              "ab" * 500 + " " + "aaaa" * 200]
     additions = [
         {"content": "<mask>", "lstrip": True, "rstrip": True, "single_word": True, "normalized": True,
          "special": True},
@@ -117,9 +120,12 @@ def main():
          "special": True},
     ]
     variants = []
-    for name in ["flags", "digits", "ignore_merges", "no_normalizer"]:
+    for name in ["flags", "digits", "ignore_merges", "no_normalizer", "reordered_merges"]:
         config = json.loads(json.dumps(base))
-        if name == "ignore_merges":
+        if name == "reordered_merges":  # later merges first: merges then use tokens that later ones create
+            merges = config["model"]["merges"]
+            config["model"]["merges"] = merges[-3000:] + merges[:-3000]
+        elif name == "ignore_merges":
             config["model"]["ignore_merges"] = True
         elif name == "no_normalizer":
             config["normalizer"] = None
