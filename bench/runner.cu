@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/bench_common.cuh"
+#include "kernels/common/launch.cuh"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
 
@@ -74,6 +75,7 @@ struct Options {
   double time_budget_s = 0;      // 0: none
   double sample_ms = 2.0;        // target duration of one timed run (a graph of many launches)
   double rotation_factor = 2.0;  // rotated sets cover this many L2 sizes
+  bool pdl = true;  // programmatic dependent launch, as the engine's fast path runs (sm_90 and later)
   std::string out_dir, peaks_file;
   bool write_json = true;
 };
@@ -1127,6 +1129,7 @@ json document(const Context& ctx, bool complete, const std::string& fatal_messag
                   {"repeat", ctx.options.repeat},
                   {"sample_ms", ctx.options.sample_ms},
                   {"rotation_factor", ctx.options.rotation_factor},
+                  {"pdl", ctx.options.pdl},
                   {"time_budget_s", ctx.options.time_budget_s}};
   j["method"] =
       "median of per-launch times over timed runs (CUDA events around a CUDA-graph replay of many launches "
@@ -1309,10 +1312,16 @@ int main(int argc, char** argv) {
   app.add_option("--sample-ms", o.sample_ms, "target duration of one timed run")
       ->check(CLI::Range(0.1, 100.0))
       ->capture_default_str();
+  std::string pdl = "on";
+  app.add_option("--pdl", pdl,
+                 "programmatic dependent launch between consecutive launches (the engine's fast path)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   app.add_flag("!--no-json", o.write_json, "print the table only");
   app.add_flag("--list", list, "list every op's versions and exit");
   CLI11_PARSE(app, argc, argv);
   o.kernels = std::set<std::string>(kernels_list.begin(), kernels_list.end());
+  o.pdl = pdl == "on";
 
   if (list) {
     auto show = [](const char* op, const auto& versions) {
@@ -1334,6 +1343,8 @@ int main(int argc, char** argv) {
   }
 
   ctx.gpu = gpu_info();
+  qwen3::kernels::set_programmatic_dependent_launch(o.pdl);
+  o.pdl = qwen3::kernels::programmatic_dependent_launch();  // off below sm_90
   ctx.peaks = load_peaks(o, ctx.gpu);
   ctx.commit = git_commit();
   ctx.started = utc_time(false);
@@ -1349,9 +1360,9 @@ int main(int argc, char** argv) {
               ctx.peaks.bf16_tflops, ctx.peaks.source.c_str());
   std::printf(
       "method: median of %d runs; a run is a CUDA-graph replay of launches rotating over input sets "
-      "> %.0fx L2; bytes = each input read once + each output written once; %%peak = max(GB/s / read "
-      "peak, TFLOP/s / bf16 peak)\n\n",
-      o.repeat, o.rotation_factor);
+      "> %.0fx L2, PDL %s; bytes = each input read once + each output written once; %%peak = max(GB/s / "
+      "read peak, TFLOP/s / bf16 peak)\n\n",
+      o.repeat, o.rotation_factor, o.pdl ? "on" : "off");
   print_header();
 
   const auto embedding = embedding_shapes();

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/launch.cuh"
 #include "kernels/registry.h"
 #include "tests/gpu/reference.h"
 
@@ -264,6 +265,101 @@ inline int failures_so_far() {
   return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
 }
 
+// ---- programmatic dependent launch: inputs that arrive late
+// --------------------------------------------------- In the engine every kernel runs with PDL: it starts
+// while its predecessor still runs and may read only weights before pdl_wait(). To catch an activation read
+// before the wait, the graph run poisons the inputs the previous kernel would have produced and launches a
+// "late producer" right before the version under test: it lets its dependent start at once
+// (griddepcontrol.launch_dependents), spins, then writes the real inputs back. A version that waits reads the
+// real inputs; one that reads early reads the poison.
+struct Produced {
+  void* ptr;
+  size_t bytes;
+};
+template <class T>
+Produced produced(const DeviceArray<T>& a) {
+  return {a.get(), a.bytes()};
+}
+
+constexpr int kMaxProduced = 6;
+struct LateProducerJob {
+  const uint8_t* stash[kMaxProduced];
+  uint8_t* target[kMaxProduced];
+  size_t bytes[kMaxProduced];
+  int count;
+  long long delay_cycles;
+};
+
+#if defined(__CUDACC__)
+__global__ void late_producer_kernel(LateProducerJob job) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const long long start = clock64();
+  while (clock64() - start < job.delay_cycles) {
+  }
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < job.count; ++r)
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < job.bytes[r]; i += stride)
+      job.target[r][i] = job.stash[r][i];
+}
+#endif
+
+class LateProducer {
+ public:
+  explicit LateProducer(const std::vector<Produced>& regions) : regions_(regions) {
+    if (regions_.size() > size_t(kMaxProduced)) throw std::logic_error("LateProducer: too many regions");
+    size_t total = 0;
+    for (const Produced& r : regions_) total += r.bytes;
+    stash_ = DeviceArray<uint8_t>(total);
+  }
+  bool empty() const { return regions_.empty(); }
+  // Outside the capture: keep the real inputs, then poison them.
+  void arm() {
+    size_t offset = 0;
+    for (const Produced& r : regions_) {
+      CUDA_OK(
+          cudaMemcpyAsync(stash_.get() + offset, r.ptr, r.bytes, cudaMemcpyDeviceToDevice, test_stream()));
+      CUDA_OK(cudaMemsetAsync(r.ptr, 0xFF, r.bytes, test_stream()));
+      offset += r.bytes;
+    }
+  }
+  // After a failed run: the real inputs back in place.
+  void restore() {
+    size_t offset = 0;
+    for (const Produced& r : regions_) {
+      (void)cudaMemcpyAsync(r.ptr, stash_.get() + offset, r.bytes, cudaMemcpyDeviceToDevice, test_stream());
+      offset += r.bytes;
+    }
+    (void)cudaStreamSynchronize(test_stream());
+  }
+  // Inside the capture, immediately before the version's launch.
+  void launch(cudaStream_t stream) const {
+    LateProducerJob job{};
+    size_t offset = 0;
+    for (size_t i = 0; i < regions_.size(); ++i) {
+      job.stash[i] = stash_.get() + offset;
+      job.target[i] = static_cast<uint8_t*>(regions_[i].ptr);
+      job.bytes[i] = regions_[i].bytes;
+      offset += regions_[i].bytes;
+    }
+    job.count = int(regions_.size());
+    job.delay_cycles = 100000;  // ~50 us at 2 GHz: long enough for the dependent's prologue to run ahead
+#if defined(__CUDACC__)
+    late_producer_kernel<<<132, 256, 0, stream>>>(job);
+    CUDA_OK(cudaGetLastError());
+#else
+    (void)stream;
+    (void)job;
+    throw std::logic_error("LateProducer: the late producer kernel needs a CUDA compiler");
+#endif
+  }
+
+ private:
+  std::vector<Produced> regions_;
+  DeviceArray<uint8_t> stash_;
+};
+
 // ---- the version runner -----------------------------------------------------------------------------------
 // Captures `launch` into a CUDA graph in global capture mode and replays it once: a launch that synchronizes,
 // allocates or touches another stream fails here rather than inside the engine's decode graph.
@@ -334,9 +430,11 @@ class VersionRunner {
     }
   }
 
-  // required: an engine shape; at least one version must support it.
+  // required: an engine shape; at least one version must support it. produced: the inputs the previous kernel
+  // of the engine writes (activations, positions, ...), which the graph run delivers late (see LateProducer).
   void run(const std::string& case_label, const Args& args, const std::function<void()>& prepare,
-           const std::function<void(const std::string& label)>& check, bool required = false) {
+           const std::function<void(const std::string& label)>& check, bool required = false,
+           const std::vector<Produced>& produced = {}) {
     int supported = 0;
     for (const auto& v : versions_) {
       if (!context_lost_reason().empty()) return;
@@ -349,12 +447,22 @@ class VersionRunner {
       ++t.run;
       for (const bool graph : {false, true}) {
         if (graph && !v.graph) continue;
-        const std::string label = case_label + " | " + v.name + (graph ? " (graph)" : " (direct)");
+        // The graph run is the engine's configuration: PDL on (where the GPU has it), inputs arriving late.
+        kernels::set_programmatic_dependent_launch(graph);
+        const bool late_inputs = graph && kernels::programmatic_dependent_launch() && !produced.empty();
+        const std::string label =
+            case_label + " | " + v.name +
+            (graph ? (late_inputs ? " (graph, PDL, late inputs)" : " (graph)") : " (direct)");
         const int failures_before = failures_so_far();
+        LateProducer producer(late_inputs ? produced : std::vector<Produced>{});
         try {
           prepare();
           if (graph) {
-            launch_in_graph([&](cudaStream_t s) { v.launch(args, s); });
+            if (late_inputs) producer.arm();
+            launch_in_graph([&](cudaStream_t s) {
+              if (late_inputs) producer.launch(s);
+              v.launch(args, s);
+            });
           } else {
             v.launch(args, test_stream());
             finish(label);
@@ -363,7 +471,10 @@ class VersionRunner {
         } catch (const std::exception& e) {
           ADD_FAILURE() << label << " | " << e.what();
           note_if_context_lost(label);
+          // Inputs that are not re-uploaded by prepare() must not stay poisoned for the next case.
+          if (late_inputs && context_lost_reason().empty()) producer.restore();
         }
+        kernels::set_programmatic_dependent_launch(false);
         if (failures_so_far() != failures_before) break;  // the graph replay would repeat the same failure
       }
     }

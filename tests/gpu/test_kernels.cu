@@ -1,7 +1,9 @@
 // Every version of every op in kernels/registry.h against the CPU reference (tests/gpu/reference.h), on fresh
 // random inputs (seed printed; QWEN3_TEST_SEED=N replays a run), at the Qwen3-8B shapes and at awkward ones.
-// Each version is launched directly and replayed from a CUDA graph; outputs are poisoned (0xFFFF, a bf16 NaN)
-// before every launch and must be fully written. Without a GPU every test skips with "no CUDA device".
+// Each version runs twice: launched directly, then as the engine runs it, captured in a CUDA graph with
+// programmatic dependent launch on and its activation inputs written by a late predecessor kernel (a version
+// that reads them before pdl_wait() reads poison). Outputs are poisoned (0xFFFF, a bf16 NaN) before every
+// launch and must be fully written. Without a GPU every test skips with "no CUDA device".
 //
 // Error bounds. The reference is either the bf16 result at transformers' rounding points or the exact value
 // in double; |d| is the difference from it.
@@ -156,7 +158,7 @@ TEST_F(GpuTest, EmbeddingCopiesTableRows) {
             for (size_t i = 0; i < got.size(); ++i) c.exact(int64_t(i), got[i], want[i]);
             expect_ok(c, run_label);
           },
-          shape.required);
+          shape.required, {produced(ids_d)});
     }
   }
 }
@@ -208,7 +210,7 @@ TEST_F(GpuTest, RmsnormMatchesReference) {
           for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kNormUlps);
           expect_ok(check, run_label);
         },
-        c.required);
+        c.required, {produced(x_d)});
   }
 }
 
@@ -256,7 +258,7 @@ TEST_F(GpuTest, AddRmsnormMatchesReference) {
           for (size_t i = 0; i < got_y.size(); ++i) y.ulps(int64_t(i), got_y[i], want_y[i], kNormUlps);
           expect_ok(y, run_label);
         },
-        c.required);
+        c.required, {produced(residual_d), produced(delta_d)});
   }
 }
 
@@ -358,7 +360,8 @@ TEST_F(GpuTest, GemmDecodeShapes) {
       const GemmArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(y_d), m, shape.n, shape.k};
       runner.run(
           label, args, [&] { y_d.poison(); },
-          [&](const std::string& run_label) { problem.check(y_d.download(), m, nullptr, run_label); }, true);
+          [&](const std::string& run_label) { problem.check(y_d.download(), m, nullptr, run_label); }, true,
+          {produced(problem.x_d)});
     }
   }
 }
@@ -396,7 +399,7 @@ TEST_F(GpuTest, GemmPrefillAndAwkwardShapes) {
     runner.run(
         label, args, [&] { y_d.poison(); },
         [&](const std::string& run_label) { problem.check(y_d.download(), c.m, nullptr, run_label); },
-        c.required);
+        c.required, {produced(problem.x_d)});
   }
 }
 
@@ -423,7 +426,8 @@ TEST_F(GpuTest, GemmPrefillLargeAgainstCublasAndSampledRows) {
       const std::vector<uint16_t> cublas = y_d.download();
       runner.run(
           label, args, [&] { y_d.poison(); },
-          [&](const std::string& run_label) { problem.check(y_d.download(), m, &cublas, run_label); }, true);
+          [&](const std::string& run_label) { problem.check(y_d.download(), m, &cublas, run_label); }, true,
+          {produced(problem.x_d)});
     }
   }
 }
@@ -490,7 +494,7 @@ TEST_F(GpuTest, RopeMatchesReference) {
             expect_ok(check, run_label);
           }
         },
-        c.required);
+        c.required, {produced(q_d), produced(k_d), produced(positions_d)});
   }
 }
 
@@ -640,7 +644,7 @@ TEST_F(GpuTest, QkNormRopeCacheMatchesReference) {
           check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
                       run_label);
         },
-        c.required);
+        c.required, {produced(qkv_d), produced(positions_d), produced(slots_d)});
   }
 }
 
@@ -695,7 +699,7 @@ TEST_F(GpuTest, KvWriteCopiesRowsIntoTheCache) {
             check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
                         run_label);
           },
-          c.required);
+          c.required, {produced(source_d), produced(positions_d), produced(slots_d)});
     }
   }
 }
@@ -808,7 +812,7 @@ void run_attention_case(VersionRunner<AttentionArgs>& runner, const AttentionCas
                      kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
         expect_ok(check, run_label, kAttnFrobenius);
       },
-      c.required);
+      c.required, {produced(q_d), produced(k_d), produced(v_d), produced(positions_d), produced(slots_d)});
 }
 
 TEST_F(GpuTest, AttentionDecode) {
@@ -951,7 +955,7 @@ TEST_F(GpuTest, SiluMulMatchesReference) {
           for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kSiluUlps);
           expect_ok(check, run_label);
         },
-        c.required);
+        c.required, {produced(gate_up_d)});
   }
 }
 
@@ -1016,7 +1020,7 @@ TEST_F(GpuTest, GateUpSwigluMatchesReference) {
             for (size_t e = 0; e < got.size(); ++e) check.near(int64_t(e), got[e], center[e], spread[e]);
             expect_ok(check, run_label);
           },
-          c.required);
+          c.required, {produced(problem.x_d)});
     }
   }
 }
@@ -1048,7 +1052,7 @@ TEST_F(GpuTest, ResidualAddMatchesReference) {
           for (size_t i = 0; i < got.size(); ++i) check.ulps(int64_t(i), got[i], want[i], kAddUlps);
           expect_ok(check, run_label);
         },
-        c.required);
+        c.required, {produced(h_d), produced(delta_d)});
   }
 }
 
@@ -1163,7 +1167,7 @@ TEST_F(GpuTest, SampleGreedyIsArgmaxWithTiesToLowestId) {
           for (int64_t r = 0; r < c.rows; ++r)
             EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << run_label << " row " << r;
         },
-        c.required);
+        c.required, {produced(buffers.logits), produced(buffers.step)});
   }
 }
 
@@ -1251,7 +1255,9 @@ TEST_F(GpuTest, SampleGreedyAppliesPenalties) {
         for (int64_t r = 0; r < rows; ++r)
           EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << run_label << " row " << r;
       },
-      true);
+      true,
+      {produced(buffers.logits), produced(buffers.counts), produced(buffers.in_prompt),
+       produced(buffers.step)});
 }
 
 // Launches `version` `launches` times on `buffers` (steps start at 0), returning the tokens (launch, row).
