@@ -35,9 +35,10 @@ struct AddedToken {
 
 class Tokenizer {
  public:
-  // Larger texts are refused with an InputError: a prompt of 256 MiB is far past any model's context, and
-  // encoding needs a few times the text's size in memory.
-  static constexpr size_t kMaxTextBytes = size_t(256) << 20;
+  // Larger texts are refused with an InputError. 32 MiB is far past any model's context (Qwen3's 128K tokens
+  // are about 0.5 MB of text) and bounds the worst case: one 32 MiB piece (a single run of letters) is merged
+  // in under ten seconds with about 3 GB of scratch memory; ordinary text needs a fraction of its size.
+  static constexpr size_t kMaxTextBytes = size_t(32) << 20;
 
   // Reads a tokenizer.json; FormatError when it is malformed or uses a feature this tokenizer does not
   // implement (another pre-tokenizer pattern, byte fallback, dropout, a post-processor adding tokens ...).
