@@ -3,6 +3,7 @@
 // Text <-> token ids with the checkpoint's tokenizer.json, exactly as Hugging Face tokenizers would. stdout
 // carries only the JSON result: tokenize prints an id array (or an array of them for a batch), detokenize a
 // string (or an array of strings).
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -98,6 +99,13 @@ void register_tokenize(CLI::App& app) {
       }
       print(result);
       return;
+    }
+    if (!text_file->empty()) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(*text_file, ec);
+      if (!ec && size > Tokenizer::kMaxTextBytes)
+        throw InputError(*text_file + " holds " + std::to_string(size) +
+                         " bytes, over the tokenizer's limit of " + std::to_string(Tokenizer::kMaxTextBytes));
     }
     print(tokenizer.encode(text_file->empty() ? *text : read_input_file(*text_file)));
   });

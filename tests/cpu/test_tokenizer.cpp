@@ -454,6 +454,9 @@ TEST(TokenizerCli, TokenizeAndDetokenize) {
   };
   test::write_file(dir / "bad.txt", "abc\xFE");
   expect_error(qwen3("tokenize " + model + " --text-file " + (dir / "bad.txt").string()), "not valid UTF-8");
+  test::write_file(dir / "huge.txt", std::string(Tokenizer::kMaxTextBytes + 1, 'a'));
+  expect_error(qwen3("tokenize " + model + " --text-file " + (dir / "huge.txt").string()),
+               "over the tokenizer's limit");
   test::write_file(dir / "not_strings.json", "[\"a\", 3]");
   expect_error(qwen3("tokenize " + model + " --batch-json " + (dir / "not_strings.json").string()),
                "element 1 is not a string");
