@@ -401,11 +401,12 @@ void time_candidate(Context& ctx, const Timed<Args>& c, const std::vector<Args>&
       ctx.failed = true;
       return;
     }
-    if (per_launch_ms < 200) {  // a second pass without one-time costs (module load, lazy attributes)
+    if (per_launch_ms < 200) {  // an estimate without one-time costs (module load, lazy attributes)
+      const int estimate_sets = int(std::clamp<double>(std::ceil(50.0 / per_launch_ms), 1, n_sets));
       events.start(stream);
-      for (int s = 0; s < n_sets; ++s) launch_set(s);
+      for (int s = 0; s < estimate_sets; ++s) launch_set(s);
       events.stop(stream);
-      per_launch_ms = std::max(1e-4, double(events.elapsed_ms()) / n_sets);
+      per_launch_ms = std::max(1e-4, double(events.elapsed_ms()) / estimate_sets);
     }
     if (per_launch_ms > 500) {  // a slow baseline: one more launch is the measurement
       events.start(stream);
@@ -417,10 +418,20 @@ void time_candidate(Context& ctx, const Timed<Args>& c, const std::vector<Args>&
       BENCH_CHECK(cudaGetLastError());
       return;
     }
-    // A run: a multiple of n_sets launches lasting about sample_ms; runs: --repeat, fewer if a run is long.
-    const int64_t rounds =
-        std::max<int64_t>(1, int64_t(std::ceil(ctx.options.sample_ms / (per_launch_ms * n_sets))));
-    const int64_t launches = std::min<int64_t>(rounds * n_sets, std::max<int64_t>(n_sets, 20000));
+    // A run lasts about sample_ms and, for a kernel near the memory time of its inputs, rotates over every
+    // set (a multiple of n_sets launches). A kernel far slower than its memory time (latency- or issue-bound:
+    // more than 20x) cannot be moved much by L2 hits, so its run may cover fewer sets. Runs: --repeat, fewer
+    // if a run is long.
+    const double memory_ms = double(sets.set_bytes()) / (ctx.peaks.read_GB_s * 1e9) * 1e3;
+    int64_t launches = 0;
+    if (per_launch_ms > 20 * memory_ms) {
+      launches = std::clamp<int64_t>(int64_t(std::ceil(ctx.options.sample_ms / per_launch_ms)), 1, n_sets);
+    } else {
+      const int64_t rounds =
+          std::max<int64_t>(1, int64_t(std::ceil(ctx.options.sample_ms / (per_launch_ms * n_sets))));
+      launches = std::min<int64_t>(rounds * n_sets, std::max<int64_t>(n_sets, 20000));
+    }
+    row.rotation_bytes = double(sets.set_bytes()) * double(std::min<int64_t>(launches, n_sets));
     const int runs = std::clamp(int(4000.0 / (per_launch_ms * double(launches))), 3, ctx.options.repeat);
     auto launch_run = [&] {
       for (int64_t i = 0; i < launches; ++i) launch_set(int(i % n_sets));
@@ -547,7 +558,8 @@ void run_shape(Context& ctx, const std::string& op, const std::vector<Timed<Args
     if (i > 0 && !c.cublas && !version_selected(ctx.options, c.name)) continue;
     Row r = new_row(c, i);
     r.sets = sets.count();
-    r.rotation_bytes = double(sets.set_bytes()) * sets.count();
+    r.rotation_bytes =
+        double(sets.set_bytes()) * sets.count();  // narrowed by time_candidate if a run uses fewer
     if (c.supports && !c.supports(args[0])) {
       r.status = "unsupported";
       unsupported.push_back(c.name);
@@ -1132,12 +1144,11 @@ json document(const Context& ctx, bool complete, const std::string& fatal_messag
                   {"pdl", ctx.options.pdl},
                   {"time_budget_s", ctx.options.time_budget_s}};
   j["method"] =
-      "median of per-launch times over timed runs (CUDA events around a CUDA-graph replay of many launches "
-      "rotating "
-      "over input sets that together exceed rotation_factor x L2); bytes: each input read once, each output "
-      "written once; pct_of_peak: max(GB_s / read peak, TFLOP_s / bf16 peak); composites are timed on the "
-      "fused "
-      "op's byte count";
+      "median of per-launch times over timed runs (CUDA events around a CUDA-graph replay of many "
+      "launches rotating over input sets that together exceed rotation_factor x L2, or over fewer "
+      "(rotation_bytes) for a kernel more than 20x slower than the memory time of its inputs); bytes: "
+      "each input read once, each output written once; pct_of_peak: max(GB_s / read peak, TFLOP_s / bf16 "
+      "peak); composites are timed on the fused op's byte count";
   j["complete"] = complete;
   if (!fatal_message.empty()) j["fatal"] = fatal_message;
   j["elapsed_s"] = ctx.elapsed_s();
