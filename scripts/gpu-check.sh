@@ -15,6 +15,7 @@
 #   --only      stages to run (default: tests,peaks,runner,e2e); the build runs unless --bin is given
 #   --bin DIR   use binaries built elsewhere (e.g. here with -DCMAKE_CUDA_ARCHITECTURES=90a-real) instead of building
 #   --kernels, --regime, --repeat   passed to bench_runner
+# Results name their commit from `git describe`; on a copy of the tree without .git, set QWEN3_GIT_COMMIT=<sha>.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,7 +27,7 @@ BUDGET=560
 TESTS_FILTER="*"
 QUICK_TESTS=0
 RUNNER_ARGS=()
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case "$1" in
     --only) STAGES="$2"; shift ;;
