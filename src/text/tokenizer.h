@@ -4,11 +4,12 @@
 // Encode: added tokens are cut out of the raw text first (leftmost-longest, honouring single_word, lstrip,
 // rstrip and normalized as HF does), the rest is NFC-normalized, split by a hand-written scanner for the Qwen
 // pre-tokenizer regex (exact Unicode classes, no regex engine), and each piece is merged by BPE rank. Pieces
-// repeat, so their ids are cached per thread. Decode: each token's bytes, joined, read as UTF-8 the way
-// Rust's from_utf8_lossy does; StreamDecoder does the same incrementally for generation.
+// and whole lines repeat (a chat re-encodes its history every turn), so their ids are cached per thread.
+// Decode: each token's bytes, joined, read as UTF-8 the way Rust's from_utf8_lossy does; StreamDecoder does
+// the same incrementally for generation.
 //
 // Thread safety: a Tokenizer is immutable after loading; encode/decode may run concurrently from many
-// threads.
+// threads. Each encoding thread keeps its own caches (bounded: at most about 150 MB, typically a few MB).
 #pragma once
 
 #include <cstdint>
