@@ -9,7 +9,7 @@
 // the same incrementally for generation.
 //
 // Thread safety: a Tokenizer is immutable after loading; encode/decode may run concurrently from many
-// threads. Each encoding thread keeps its own caches (bounded: at most about 150 MB, typically a few MB).
+// threads. Each encoding thread keeps its own caches (bounded: at most about 160 MB, typically a few MB).
 #pragma once
 
 #include <cstdint>
