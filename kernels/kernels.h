@@ -24,6 +24,7 @@ struct EmbeddingArgs {
   const bf16* table;   // (vocab, hidden)
   bf16* out;           // (tokens, hidden)
   int64_t tokens, hidden;
+  float* norm_partials = nullptr;  // (tokens, kMaxNormPartials) or nullptr: v1 leaves Σ out² in [t][0]
 };
 
 // ---- 01 rmsnorm --------------------------------------------------------------------------------------------------
@@ -132,6 +133,46 @@ struct GateUpSwigluArgs {
   const bf16* x;          // (m, k)
   const bf16* w_gate_up;  // (2 * inter, k): gate_proj rows, then up_proj rows
   bf16* out;              // (m, inter)
+  int64_t m, inter, k;
+};
+
+// ---- decode GEMVs with the residual add and the RMSNorm folded in -------------------------------------------------
+// The decode layer without add_rmsnorm kernels: a *residual* GEMV (O and down projections) adds its bf16 result
+// into the residual stream in place and leaves, per block, the sum of squares of the new residual values; the next
+// *norm* GEMV (QKV, gate|up) sums those partials in a fixed order (deterministic), normalizes the residual into
+// shared memory exactly as rmsnorm does, and multiplies. The sublayer output and the normed activations never
+// touch memory.
+constexpr int64_t kMaxNormPartials = 2048;  // per token
+
+struct GemvResidualArgs {
+  const bf16* x;          // (m, k)
+  const bf16* w;          // (n, k)
+  bf16* residual;         // (m, n) in/out: residual = bf16(residual + bf16(x · wᵀ))
+  float* norm_partials;   // (m, kMaxNormPartials): [t][b] = Σ over block b's rows of residual², b < blocks
+  int64_t m, n, k;
+};
+// How many partials per token one launch leaves (its block count).
+int64_t gemv_residual_partials(int64_t m, int64_t n);
+
+struct NormGemvArgs {
+  const bf16* residual;        // (m, k): the hidden state
+  const float* norm_partials;  // (m, kMaxNormPartials)
+  int64_t partial_count;       // partials per token left by the producer
+  const bf16* norm_weight;     // (k)
+  float eps;
+  const bf16* w;               // (n, k)
+  bf16* y;                     // (m, n)
+  int64_t m, n, k;
+};
+
+struct NormGateUpSwigluArgs {
+  const bf16* residual;        // (m, k)
+  const float* norm_partials;  // (m, kMaxNormPartials)
+  int64_t partial_count;
+  const bf16* norm_weight;     // (k)
+  float eps;
+  const bf16* w_gate_up;       // (2 * inter, k)
+  bf16* out;                   // (m, inter)
   int64_t m, inter, k;
 };
 

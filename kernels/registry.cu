@@ -5,6 +5,13 @@
 namespace qwen3::kernels {
 
 void launch_embedding_v0(const EmbeddingArgs&, cudaStream_t);
+void launch_embedding_v1(const EmbeddingArgs&, cudaStream_t);
+void launch_gemv_residual_v7(const GemvResidualArgs&, cudaStream_t);
+bool gemv_residual_v7_supports(const GemvResidualArgs&);
+void launch_gemv_norm_v8(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v8_supports(const NormGemvArgs&);
+void launch_gate_up_swiglu_norm_v4(const NormGateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_norm_v4_supports(const NormGateUpSwigluArgs&);
 void launch_rmsnorm_v0(const RmsnormArgs&, cudaStream_t);
 void launch_rmsnorm_v1(const RmsnormArgs&, cudaStream_t);
 bool rmsnorm_v1_supports(const RmsnormArgs&);
@@ -31,6 +38,7 @@ bool silu_mul_v0_supports(const SiluMulArgs&);
 void launch_add_v0(const AddArgs&, cudaStream_t);
 bool add_v0_supports(const AddArgs&);
 void launch_sample_v0(const SampleArgs&, cudaStream_t);
+void launch_sample_v1(const SampleArgs&, cudaStream_t);
 void launch_gemm_v4(const GemmArgs&, cudaStream_t);
 bool gemm_v4_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v1(const GateUpSwigluArgs&, cudaStream_t);
@@ -43,10 +51,15 @@ void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_v2_supports(const GateUpSwigluArgs&);
+void launch_gemm_v6(const GemmArgs&, cudaStream_t);
+bool gemm_v6_supports(const GemmArgs&);
+void launch_gate_up_swiglu_v3(const GateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs&);
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
   static const std::vector<KernelVersion<EmbeddingArgs>> v{
       {"v0_embedding", "one block per token, 16-byte row copy", launch_embedding_v0, nullptr},
+      {"v1_embedding_stats", "v0 + the row's sum of squares for layer 0's norm GEMV", launch_embedding_v1, nullptr},
   };
   return v;
 }
@@ -81,6 +94,8 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
        launch_gemm_v4, gemm_v4_supports},
       {"v5_gemv_batch", "decode: v4 with each loaded vector widened once (batch 4-8 were issue bound)",
        launch_gemm_v5, gemm_v5_supports},
+      {"v6_gemv_l2_prefetch", "decode: v5 + bulk L2 prefetch of the weights before the PDL wait",
+       launch_gemm_v6, gemm_v6_supports},
   };
   return v;
 }
@@ -136,6 +151,34 @@ const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions() {
        launch_gate_up_swiglu_v1, gate_up_swiglu_v1_supports},
       {"v2_gate_up_swiglu", "v1 with each loaded vector widened once", launch_gate_up_swiglu_v2,
        gate_up_swiglu_v2_supports},
+      {"v3_gate_up_swiglu_l2", "v2 + bulk L2 prefetch of the first gate/up rows before the PDL wait",
+       launch_gate_up_swiglu_v3, gate_up_swiglu_v3_supports},
+  };
+  return v;
+}
+
+// The decode GEMVs with the residual add / RMSNorm folded in. Their v0 is the unfused pair they replace:
+// gemm v5_gemv_batch + v1_add_rmsnorm_vec (residual) and v1_add_rmsnorm_vec + gemm / gate_up_swiglu (norm).
+const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions() {
+  static const std::vector<KernelVersion<GemvResidualArgs>> v{
+      {"v7_gemv_residual", "residual add in the GEMV epilogue, per-block sums of squares for the next norm",
+       launch_gemv_residual_v7, gemv_residual_v7_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
+  static const std::vector<KernelVersion<NormGemvArgs>> v{
+      {"v8_gemv_norm", "RMSNorm of the residual into shared memory in the GEMV prologue", launch_gemv_norm_v8,
+       gemv_norm_v8_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_versions() {
+  static const std::vector<KernelVersion<NormGateUpSwigluArgs>> v{
+      {"v4_gate_up_swiglu_norm", "v2_gate_up_swiglu with the post-attention RMSNorm in the prologue",
+       launch_gate_up_swiglu_norm_v4, gate_up_swiglu_norm_v4_supports},
   };
   return v;
 }
@@ -151,6 +194,8 @@ const std::vector<KernelVersion<SampleArgs>>& sample_versions() {
   static const std::vector<KernelVersion<SampleArgs>> v{
       {"v0_sample", "block per row: penalties, argmax or radix-select top-k/top-p + min-p, prefix-sum draw",
        launch_sample_v0, nullptr},
+      {"v1_sample_topk", "top-k: warp-aggregated radix counts, candidates ranked in shared memory (v0 otherwise)",
+       launch_sample_v1, nullptr},
   };
   return v;
 }

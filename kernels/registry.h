@@ -33,6 +33,9 @@ const std::vector<KernelVersion<KvWriteArgs>>& kv_write_versions();
 const std::vector<KernelVersion<AttentionArgs>>& attention_versions();
 const std::vector<KernelVersion<SiluMulArgs>>& silu_mul_versions();
 const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions();
+const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions();
+const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions();
+const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_versions();
 const std::vector<KernelVersion<AddArgs>>& add_versions();
 const std::vector<KernelVersion<SampleArgs>>& sample_versions();
 

@@ -13,6 +13,13 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${cublas_dir}:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee "$OUT/gpu.txt"
 ldd "$BIN/qwen3" | grep -E "not found|cublas" || true
 
+if [ -x "$BIN/qwen3_gpu_tests" ]; then
+  echo "== kernel tests"
+  timeout 240 "$BIN/qwen3_gpu_tests" > "$OUT/kernel_tests.log" 2>&1
+  echo "kernel tests exit $?"
+  grep -E "^\[ +(FAILED|PASSED)|Failure" "$OUT/kernel_tests.log" | head -30
+fi
+
 echo "== engine tests"
 timeout 300 "$BIN/qwen3_engine_tests" > "$OUT/engine_tests.log" 2>&1
 echo "engine tests exit $?"
@@ -29,21 +36,25 @@ peak_flag=${peak:+--peak-gb-s $peak}
 echo "== bench"
 bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
 S="--synthetic qwen3-8b"
-# The decode ladder at context 128 (each row adds one change to the previous one).
+# Decode ladder at context 128 (rows in the order the versions were added; each changes one thing).
 bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
 bench $S --path cublas --prompt-len 128 --gen 256
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --graph off
 bench $S --path fast-v1 --prompt-len 128 --gen 256
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on
-bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on --fused-swiglu on
+bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on --fused-swiglu on --gate-up-swiglu v1_gate_up_swiglu
+bench $S --path fast --prompt-len 128 --gen 256 --fold-norms off --decode-attention v1_flash_decode
+bench $S --path fast --prompt-len 128 --gen 256 --fold-norms off
 bench $S --path fast --prompt-len 128 --gen 256 --profile
 bench $S --path fast --prompt-len 128 --gen 256 --graph off
-# Context and batch.
+# Context.
 bench $S --path fast --prompt-len 1024 --gen 256
+bench $S --path fast --prompt-len 8192 --gen 128 --decode-attention v1_flash_decode
 bench $S --path fast --prompt-len 8192 --gen 128 --profile
+# Batch.
 for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
-bench $S --path fast --prompt-len 128 --gen 128 --batch 8 --profile
+bench $S --path fast --prompt-len 128 --gen 128 --batch 8 --fold-norms off --decode-gemm v4_gemv_pdl --gate-up-swiglu v1_gate_up_swiglu
 # Prefill.
 bench $S --path fast --prompt-len 512 --gen 8
 bench $S --path fast --prompt-len 2048 --gen 8
@@ -54,15 +65,43 @@ if [ "${2:-}" != "--skip-e2e" ]; then
   timeout 420 python3 tests/e2e/e2e_transformers.py --qwen3 "$BIN/qwen3" --workdir /tmp/qwen3-8b-random --out "$OUT" \
     > "$OUT/e2e.log" 2>&1 || echo "e2e failed: $(tail -5 "$OUT/e2e.log")"
   grep -A20 "e2e vs transformers" "$OUT/e2e.log"
+  echo "== bench on the saved checkpoint"
+  bench --model /tmp/qwen3-8b-random --path fast --prompt-len 128 --gen 256
+  tail -1 "$OUT/bench.jsonl" | python3 -c "import json,sys; j=json.loads(sys.stdin.read()); print('saved 8B checkpoint:', round(j['decode_tok_s'],1), 'tok/s', round(j['pct_of_peak'],1), '% of peak')"
+fi
+
+echo "== text end to end on the GPU (tests/data/text_real_vocab, greedy, vs transformers' text)"
+python3 - "$BIN/qwen3" <<'PY'
+import json, subprocess, sys
+exp = json.load(open("tests/data/text_real_vocab/expected.json"))
+ok = 0
+for r in exp["runs"]:
+    cmd = [sys.argv[1], "run", "--backend", "cuda", "--model", "tests/data/text_real_vocab", "--tokenizer",
+           "tests/data/tokenizer/tokenizer.json", "--prompt", r["prompt"], "--temperature", "0", "--max-tokens", "40",
+           "--ignore-eos"]
+    if r.get("raw"): cmd.append("--raw")
+    elif not r["enable_thinking"]: cmd.append("--no-think")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    same = out.stdout.rstrip("\n") == r["text_skip_special"].rstrip("\n")
+    ok += same
+    if not same: print("  differs:", repr(r["prompt"][:30]), out.returncode, out.stderr[-200:])
+print(f"  {ok}/{len(exp['runs'])} runs print transformers' text exactly")
+PY
+
+if [ -x "$BIN/bench_runner" ] && [ "${RUNNER:-1}" = 1 ]; then
+  echo "== bench_runner (decode)"
+  peaks_json=$(ls "$OUT"/peaks-*.json 2>/dev/null | tail -1)
+  timeout 200 "$BIN/bench_runner" --regime decode --out "$OUT" ${peaks_json:+--peaks $peaks_json} --time-budget-s 150 > "$OUT/runner.log" 2>&1 || echo "runner failed: $(tail -3 "$OUT/runner.log")"
+  tail -60 "$OUT/runner.log"
 fi
 
 echo "== summary"
 python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
-print(f"{'path':7} {'gemv':14} {'attn':18} g p s {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>7} {'GB/s':>6} {'%pk':>5} {'prefill':>8} {'ln':>4}")
+print(f"{'path':7} {'gemv':14} {'attn':18} g p f swiglu {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>7} {'GB/s':>6} {'%pk':>5} {'prefill':>8} {'ln':>4}")
 for line in open(sys.argv[1]):
     j = json.loads(line)
-    flags = " ".join("1" if j[k] else "0" for k in ("cuda_graph", "pdl", "fused_swiglu"))
+    flags = " ".join("1" if j.get(k) else "0" for k in ("cuda_graph", "pdl", "fold_norms")) + " " + j.get("gate_up_swiglu", "?")[:6]
     print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {j['decode_attention'][:18]:18} {flags} {j['batch']:>2} {j['prompt_len']:>6} "
           f"{j['decode_ms_per_tok']:8.3f} {j['decode_tok_s']:7.1f} {j['effective_GB_s']:6.0f} {j['pct_of_peak']:5.1f} "
           f"{j['prefill_tok_s']:8.0f} {j['launches_per_step']:>4}")

@@ -22,6 +22,17 @@ __device__ __forceinline__ void gemv_fma8(float& acc, const uint4& w, const uint
   for (int e = 0; e < 8; ++e) acc += wf[e] * xf[e];
 }
 
+// Lane r < kRows of the warp asks L2 to prefetch its whole weight row r, if the row's index is below
+// prefetch_rows (the host caps the bytes a kernel prefetches so they fit in L2 next to what else lives there).
+template <int kRows>
+__device__ __forceinline__ void prefetch_rows_l2(const uint4* const (&w_rows)[kRows], int64_t first_row, int64_t k,
+                                                 int64_t prefetch_rows) {
+  const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+    if (lane == r && first_row + r < prefetch_rows) prefetch_l2_bulk(w_rows[r], uint32_t(k * 2));
+}
+
 // On return every lane holds the complete sums acc[t][r] = x[t] · w_rows[r].
 // PRECOND: k % 8 == 0; x rows 16-byte aligned and k elements apart; every w_rows[r] a valid row (clamp for tails).
 template <int kTokens, int kRows, int kUnroll>

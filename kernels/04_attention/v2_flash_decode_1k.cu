@@ -9,10 +9,11 @@ namespace qwen3::kernels {
 
 bool attention_v2_supports(const AttentionArgs& a) { return flash_decode::supports(a); }
 
-// PRECOND: the counters at the start of a.workspace are zero before the first launch (the engine clears the
-// workspace once); every launch leaves them zero again.
+// Every launch leaves the counters zero; clearing them first (one memset node) keeps a launch correct even on a
+// workspace something else wrote (the kernel tests poison it), at the cost of the launch this version saves.
 void launch_attention_v2(const AttentionArgs& a, cudaStream_t stream) {
   const flash_decode::SplitPlan plan = flash_decode::plan_splits(a.max_position, a.tokens, a.kv_heads);
+  CUDA_CHECK(cudaMemsetAsync(flash_decode::counters_base(a), 0, size_t(a.tokens * a.kv_heads) * sizeof(int), stream));
   flash_decode::launch_splits<true>(a, plan, flash_decode::counters_base(a), stream);
   CUDA_CHECK_LAUNCH();
 }

@@ -31,6 +31,15 @@ __device__ __forceinline__ uint4 load_nc_16B(const void* ptr) {
   return v;
 }
 
+// Bulk prefetch of [ptr, ptr + bytes) into L2 (sm_90; a no-op elsewhere). A kernel launched early under PDL can
+// pull its weights from HBM into L2 while the kernel before it (attention, a norm: latency bound, HBM idle) still
+// runs. PRECOND: ptr 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
 // ---- cp.async (sm_80+): global -> shared copies that bypass registers, so loads of the next tile overlap the
 // math on the current one.
 __device__ __forceinline__ void cp_async_16B(void* smem, const void* gmem) {

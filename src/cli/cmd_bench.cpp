@@ -67,7 +67,7 @@ void register_bench(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::string decode_gemm, decode_attention, gate_up_swiglu;  // overrides of the path's kernel choices
-    std::optional<bool> pdl, graph, fused_swiglu;
+    std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
   };
   auto o = std::make_shared<Options>();
   auto* source = cmd->add_option_group("weights");
@@ -93,17 +93,19 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
+  cmd->add_option("--fold-norms", o->fold_norms, "Residual adds and RMSNorms folded into the decode GEMVs on/off");
   cmd->callback([o] {
 #ifndef QWEN3_HAVE_CUDA
     throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
 #else
     EngineOptions options = EngineOptions::preset(o->path);
-    if (!o->decode_gemm.empty()) options.decode_gemm = o->decode_gemm;
+    if (!o->decode_gemm.empty()) options.decode_gemm = options.decode_gemm_batched = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
     if (o->pdl) options.pdl = *o->pdl;
     if (o->graph) options.cuda_graph = *o->graph;
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
+    if (o->fold_norms) options.fold_norms = *o->fold_norms;
     options.max_batch = o->batch;
     options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 16;  // + profile steps
     std::unique_ptr<Checkpoint> checkpoint;
@@ -180,7 +182,9 @@ void register_bench(CLI::App& app) {
     j["cuda_graph"] = options.cuda_graph;
     j["pdl"] = options.pdl;
     j["fused_swiglu"] = options.fused_swiglu;
-    j["decode_gemm"] = options.cublas_gemm ? std::string("cublas") : options.decode_gemm;
+    j["fold_norms"] = options.fold_norms;
+    j["decode_gemm"] = options.cublas_gemm ? std::string("cublas")
+                                           : (o->batch == 1 ? options.decode_gemm : options.decode_gemm_batched);
     j["decode_attention"] = options.decode_attention;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);

@@ -38,18 +38,23 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "cublas") {
     o.cublas_gemm = true;
     o.fused_swiglu = false;  // the baseline keeps every GEMM in cuBLAS
+    o.fold_norms = false;
     return o;
   }
   if (name == "fast-v1") {
     o.decode_gemm = "v2_gemv_stream";
+    o.decode_gemm_batched = "v2_gemv_stream";
     o.decode_attention = "v1_flash_decode";
     o.gate_up_swiglu = "v1_gate_up_swiglu";
     o.fused_swiglu = false;
+    o.fold_norms = false;
+    o.sample = "v0_sample";
     o.pdl = false;
     return o;
   }
   if (name == "v0") {
     o.decode_gemm = "v0_gemm_naive";
+    o.decode_gemm_batched = "v0_gemm_naive";
     o.prefill_gemm = "v0_gemm_naive";
     o.decode_attention = "v0_attention";
     o.prefill_attention = "v0_attention";
@@ -57,6 +62,8 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.add_rmsnorm = "v0_add_rmsnorm";
     o.fused = false;
     o.fused_swiglu = false;
+    o.fold_norms = false;
+    o.sample = "v0_sample";
     o.cuda_graph = false;
     o.pdl = false;
     return o;
@@ -188,16 +195,19 @@ struct CudaEngine::Impl {
   DeviceBuffer counts;                                         // (max_batch, vocab) int32
   DeviceBuffer in_prompt;                                      // (max_batch, vocab) uint8
   DeviceBuffer attention_workspace;                            // split-KV partials
+  DeviceBuffer norm_partials;                                  // (max_batch, kMaxNormPartials) fp32
   PinnedBuffer host_ints;                                      // staging for ids / positions / tokens
   int64_t host_ints_capacity = 0;
 
-  const KernelVersion<kernels::GemmArgs>* decode_gemm = nullptr;
+  const KernelVersion<kernels::GemmArgs>* decode_gemm = nullptr;          // batch 1
+  const KernelVersion<kernels::GemmArgs>* decode_gemm_batched = nullptr;  // 2..8 rows
   const KernelVersion<kernels::GemmArgs>* prefill_gemm = nullptr;
   const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
   const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
   const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
   const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu = nullptr;
+  const KernelVersion<kernels::SampleArgs>* sample = nullptr;
   bool cublas = false;
 
   std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (batch, context bucket) -> decode step
@@ -228,8 +238,9 @@ struct CudaEngine::Impl {
     if (cublas) {
       kernels::launch_gemm_cublas(a, stream);
     } else {
-      const bool decode_regime = m <= 8 && (!decode_gemm->supports || decode_gemm->supports(a));
-      (decode_regime ? decode_gemm : prefill_gemm)->launch(a, stream);
+      const auto* small = m == 1 ? decode_gemm : decode_gemm_batched;
+      const bool decode_regime = m <= 8 && (!small->supports || small->supports(a));
+      (decode_regime ? small : prefill_gemm)->launch(a, stream);
     }
     count(what, 2.0 * double(n * kdim + m * kdim + m * n));
   }
@@ -264,12 +275,14 @@ void CudaEngine::init() {
   // Process-wide: the kernels read it at launch. Off for paths that do not ask for it.
   kernels::set_programmatic_dependent_launch(options_.pdl);
   m.decode_gemm = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm);
+  m.decode_gemm_batched = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm_batched);
   m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
   m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
   m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
   m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
   m.gate_up_swiglu = &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu);
+  m.sample = &kernels::find_version(kernels::sample_versions(), options_.sample);
 
   const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
   const int64_t B = options_.max_batch;
@@ -317,6 +330,7 @@ void CudaEngine::init() {
   m.attention_workspace =
       DeviceBuffer(size_t(kernels::attention_workspace_floats(B, c.num_heads, c.head_dim, context_)) * 4);
   CUDA_CHECK(cudaMemset(m.attention_workspace.as<void>(), 0, m.attention_workspace.bytes()));  // merge counters
+  m.norm_partials = DeviceBuffer(size_t(B * kernels::kMaxNormPartials) * sizeof(float));
   m.host_ints_capacity = std::max(m.rows, m.logit_rows) * 2;
   m.host_ints = PinnedBuffer(size_t(m.host_ints_capacity) * 4);
 
@@ -526,6 +540,40 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                         m.attention_workspace.as<float>()};
   if (attention->supports && !attention->supports(attention_args)) attention = m.prefill_attention;
 
+  if (decode && o.fused && o.fold_norms && o.fused_swiglu && !m.cublas && rows == 1) {
+    // The decode layer with the residual adds and RMSNorms folded into the GEMVs (kernels.h): 6 launches.
+    // PRECOND: the embedding left its sums of squares in norm_partials (v1_embedding_stats).
+    float* partials = m.norm_partials.as<float>();
+    int64_t partial_count = 1;
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      const LayerDevice& L = m.layers[l];
+      bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+      bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+      kernels::norm_gemv_versions()[0].launch(
+          {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H}, s);
+      m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
+      kernels::qk_norm_rope_cache_versions()[0].launch(
+          {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
+           m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
+          s);
+      m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
+      attention_args.k_cache = k_cache;
+      attention_args.v_cache = v_cache;
+      attention->launch(attention_args, s);
+      m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
+      kernels::gemv_residual_versions()[0].launch({attn, L.wo, h, partials, rows, H, QD}, s);
+      m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
+      partial_count = kernels::gemv_residual_partials(rows, H);
+      kernels::norm_gate_up_swiglu_versions()[0].launch(
+          {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H}, s);
+      m.count("gemm_gate_up_swiglu_norm", 2.0 * double(2 * I * H + rows * H + rows * I));
+      kernels::gemv_residual_versions()[0].launch({act, L.w_down, h, partials, rows, H, I}, s);
+      m.count("gemm_down_residual", 2.0 * double(H * I + rows * I + 2 * rows * H));
+    }
+    rmsnorm(h, m.final_norm, x, rows, H);
+    return;
+  }
+
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const LayerDevice& L = m.layers[l];
     bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
@@ -562,7 +610,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                 : 2.0 * double(2 * KVD * (max_position + 1)),
             attention->kernels_per_launch);
     m.gemm("gemm_o", attn, L.wo, tmp, rows, H, QD);
-    const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows <= 8;
+    const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows == 1;
     if (o.fused) {
       add_rmsnorm(L.post_norm);
       if (swiglu_in_gemv) {
@@ -610,13 +658,15 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   const int64_t V = c.vocab_size;
   launches_per_step_ = 0;
   m.counting = true;
-  kernels::embedding_versions()[0].launch({m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size},
-                                          m.stream);
+  // v1 also leaves the rows' sums of squares for the folded-norm layer loop (run_layers).
+  kernels::embedding_versions()[1].launch(
+      {m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size, m.norm_partials.as<float>()},
+      m.stream);
   m.count("embedding", 2.0 * double(2 * batch * c.hidden_size));
   run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
              max_position, /*decode=*/true);
   m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
-  kernels::sample_versions()[0].launch(
+  m.sample->launch(
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
       m.stream);
@@ -677,6 +727,8 @@ void CudaEngine::reset_slot(int64_t slot) {
   const int64_t V = config_.vocab_size;
   CUDA_CHECK(cudaMemsetAsync(m.counts.as<int32_t>() + slot * V, 0, size_t(V) * 4, m.stream));
   CUDA_CHECK(cudaMemsetAsync(m.in_prompt.as<uint8_t>() + slot * V, 0, size_t(V), m.stream));
+  // A new sequence restarts the slot's random stream: the same seed and prompt give the same tokens every time.
+  CUDA_CHECK(cudaMemsetAsync(m.steps.as<uint64_t>() + slot, 0, 8, m.stream));
 }
 
 void CudaEngine::truncate(int64_t n) {
@@ -749,7 +801,7 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   });
   lengths_[size_t(slot)] = pos0 + T;
   // Sample the first new token and stage it, with its position, as the slot's next decode input.
-  kernels::sample_versions()[0].launch(
+  m.sample->launch(
       {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
        m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot, m.sampled.as<int32_t>() + slot, 1, V,
        nullptr},
@@ -881,7 +933,7 @@ void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
       const int64_t rows = std::min(m.logit_rows, n - r0);
       m.gemm("gemm_lm_head", m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
       if (want_argmax_per_position) {
-        kernels::sample_versions()[0].launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
+        m.sample->launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
                                               nullptr, m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,
                                               nullptr},
                                              m.stream);

@@ -22,16 +22,20 @@ std::string cuda_device_name();
 
 // Which kernel versions and fusions the engine runs. Presets name the paths the benchmarks compare.
 struct EngineOptions {
-  std::string decode_gemm = "v5_gemv_batch";       // GEMMs with <= 8 rows (decode)
+  std::string decode_gemm = "v4_gemv_pdl";         // decode GEMMs at batch 1
+  std::string decode_gemm_batched = "v2_gemv_stream";  // decode GEMMs at batch 2..8 (fastest there, bench_runner)
   std::string prefill_gemm = "v3_gemm_mma";        // GEMMs with more rows (prefill)
   bool cublas_gemm = false;                        // every GEMM through cuBLAS instead (the baseline path)
   std::string decode_attention = "v3_flash_decode_wide";
-  std::string gate_up_swiglu = "v2_gate_up_swiglu";  // used when fused_swiglu
+  std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
+  std::string sample = "v1_sample_topk";
   std::string prefill_attention = "v0_attention";
   std::string rmsnorm = "v1_rmsnorm_vec";
   std::string add_rmsnorm = "v1_add_rmsnorm_vec";
   bool fused = true;       // fused QKV and gate|up GEMMs, one QK-norm+RoPE+cache kernel, residual add in the norm
-  bool fused_swiglu = true;  // decode: SwiGLU in the gate|up GEMV's epilogue (v1_gate_up_swiglu)
+  // Batch-1 decode fusions (at batch 2..8 the plain v2 GEMV + silu_mul + add_rmsnorm measured faster):
+  bool fused_swiglu = true;  // SwiGLU in the gate|up GEMV's epilogue (v1_gate_up_swiglu)
+  bool fold_norms = true;    // residual adds in the O/down GEMVs, RMSNorms in the QKV/gate|up GEMVs
   bool cuda_graph = true;  // capture the decode step once per batch size (and context bucket) and replay it
   bool pdl = true;         // programmatic dependent launch (sm_90): kernels start while their predecessor drains
   bool speculative_decode = true;  // forward_and_sample launches the next step before returning a token

@@ -1,0 +1,149 @@
+// Pieces of the decode GEMVs that fold the residual add and the RMSNorm in (kernels.h, "decode GEMVs with the
+// residual add and the RMSNorm folded in"): the streaming core with a prologue hook and activations read through a
+// generic pointer (shared memory for the normed input), the norm prologue, and the residual epilogue.
+#pragma once
+
+#include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels::gemv_fused {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+
+// gemv_warp_rows_convert_once with `prologue()` run where that one waits for the previous kernel: the first group
+// of weight loads is already in flight when the prologue (PDL wait, building the normed input) runs.
+// x is read with plain loads (it may live in shared memory). PRECOND: every warp of the block calls it (the
+// prologue may synchronize the block); w_rows clamped to valid rows.
+template <int kTokens, int kRows, int kUnroll, class Prologue>
+__device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4* const (&w_rows)[kRows],
+                                          float (&acc)[kTokens][kRows], Prologue&& prologue) {
+  const int lane = threadIdx.x % kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+  const int64_t vecs = k / 8;
+  const uint4* x_vecs = reinterpret_cast<const uint4*>(x);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[t][r] = 0.0f;
+  // The operand order of v4's core (gemv_fma8 per row x token): measured ~2% faster at batch 1 than widening
+  // each vector once (v5), which pays off only from batch 4 on.
+  auto fma_group = [&](const uint4(&w)[kRows], int64_t v) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const uint4 xv = x_vecs[t * vecs + v];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) gemv_fma8(acc[t][r], w[r], xv);
+    }
+  };
+
+  int64_t v = lane;
+  bool have = v + (kUnroll - 1) * kWarpSize < vecs;
+  uint4 cur[kUnroll][kRows];
+  if (have) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) cur[u][r] = load_stream_16B(w_rows[r] + v + u * kWarpSize, policy);
+  }
+  prologue();
+  while (have) {
+    const int64_t next = v + kUnroll * kWarpSize;
+    const bool have_next = next + (kUnroll - 1) * kWarpSize < vecs;
+    uint4 nxt[kUnroll][kRows];
+    if (have_next) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) nxt[u][r] = load_stream_16B(w_rows[r] + next + u * kWarpSize, policy);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) fma_group(cur[u], v + u * kWarpSize);
+    if (have_next) {
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) cur[u][r] = nxt[u][r];
+    }
+    v = next;
+    have = have_next;
+  }
+  for (; v < vecs; v += kWarpSize) {
+    uint4 w[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) w[r] = load_stream_16B(w_rows[r] + v, policy);
+    fma_group(w, v);
+  }
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[t][r] = warp_sum(acc[t][r]);
+}
+
+// Block-wide: waits for the previous kernel, then writes x = bf16(w * bf16(h * inv_rms)) for kTokens rows of the
+// residual h into x_smem, inv_rms from the producer's partial sums of squares (summed in a fixed order by one warp
+// per token, so every block gets the same bits). PRECOND: blockDim.x == kThreads, kTokens <= kWarpsPerBlock,
+// k % 8 == 0.
+template <int kTokens>
+__device__ __forceinline__ void norm_prologue(const bf16* __restrict__ residual, const float* __restrict__ partials,
+                                              int64_t partial_count, const bf16* __restrict__ norm_weight, float eps,
+                                              int64_t k, bf16* x_smem) {
+  __shared__ float inv_rms[kTokens];
+  pdl_wait();
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  if (warp < kTokens) {
+    float sum_sq = 0.0f;
+    for (int64_t i = lane; i < partial_count; i += kWarpSize) sum_sq += partials[warp * kMaxNormPartials + i];
+    sum_sq = warp_sum(sum_sq);
+    if (lane == 0) inv_rms[warp] = 1.0f / sqrtf(sum_sq / float(k) + eps);
+  }
+  __syncthreads();
+  const int64_t vecs = k / 8;
+  for (int64_t i = threadIdx.x; i < kTokens * vecs; i += kThreads) {
+    const int t = int(i / vecs);
+    const int64_t c = i % vecs;
+    float h[8], w[8], o[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual + t * k)[c], h);
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(norm_weight)[c], w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = w[e] * bf16_round(h[e] * inv_rms[t]);
+    reinterpret_cast<Bf16x8*>(x_smem + t * k)[c] = float_to_bf16x8(o);
+  }
+  __syncthreads();
+}
+
+// Block-wide epilogue of a residual GEMV: lane r of each warp owns row row0 + r; the residual gets
+// bf16(residual + bf16(sum)) and the block leaves Σ residual² over its rows in partials[t][blockIdx.x], summed
+// over warps in a fixed order. PRECOND: every warp of the block calls it.
+template <int kTokens, int kRows>
+__device__ __forceinline__ void residual_epilogue(const float (&acc)[kTokens][kRows], int64_t row0, int64_t n,
+                                                  bf16* residual, float* partials) {
+  __shared__ float block_sq[kWarpsPerBlock][kTokens];
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  float sq[kTokens];
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    sq[t] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (lane != r || row0 + r >= n) continue;
+      bf16* h = residual + t * n + row0 + r;
+      const float updated = bf16_round(__bfloat162float(*h) + bf16_round(acc[t][r]));
+      *h = __float2bfloat16_rn(updated);
+      sq[t] += updated * updated;
+    }
+    sq[t] = warp_sum(sq[t]);
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) block_sq[warp][t] = sq[t];
+  __syncthreads();
+  if (threadIdx.x < kTokens) {
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerBlock; ++w) total += block_sq[w][threadIdx.x];
+    partials[threadIdx.x * kMaxNormPartials + blockIdx.x] = total;
+  }
+}
+
+}  // namespace qwen3::kernels::gemv_fused

@@ -1,0 +1,78 @@
+// v3_gate_up_swiglu_l2: v2 plus the L2 prefetch of v6_gemv_l2_prefetch: each warp asks L2 for its gate and up
+// rows at kernel start, before the PDL wait, so HBM streams while the add_rmsnorm before it runs. Capped at
+// kPrefetchBytes per launch (the gate|up weights are 200 MB; only the first pairs are prefetched).
+#include <stdexcept>
+
+#include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/check.h"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int64_t kPrefetchBytes = 24 << 20;
+
+// PRECOND: k % 8 == 0, 16-byte aligned x and w, blockDim.x == kWarpsPerBlock * 32.
+template <int kTokens, int kPairs, int kUnroll>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarpSize)
+    gate_up_swiglu_v3_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* __restrict__ out,
+                          int64_t inter, int64_t k, int64_t prefetch_pairs) {
+  pdl_launch_dependents();
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t i0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kPairs;
+  if (i0 >= inter) {
+    pdl_wait();
+    return;
+  }
+  const uint4* w_rows[2 * kPairs];
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    const int64_t i = min(i0 + p, inter - 1);
+    w_rows[2 * p] = reinterpret_cast<const uint4*>(w + i * k);              // gate_proj row i
+    w_rows[2 * p + 1] = reinterpret_cast<const uint4*>(w + (inter + i) * k);  // up_proj row i
+  }
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p)  // lane 2p: gate row, lane 2p + 1: up row
+    if ((threadIdx.x % kWarpSize) / 2 == p && i0 + p < prefetch_pairs)
+      prefetch_l2_bulk(w_rows[threadIdx.x % 2 == 0 ? 2 * p : 2 * p + 1], uint32_t(k * 2));
+  float acc[kTokens][2 * kPairs];
+  gemv_warp_rows_convert_once<kTokens, 2 * kPairs, kUnroll>(x, k, w_rows, acc);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      if (lane != p || i0 + p >= inter) continue;
+      const float g = bf16_round(acc[t][2 * p]), u = bf16_round(acc[t][2 * p + 1]);
+      out[t * inter + i0 + p] = __float2bfloat16_rn(bf16_round(g / (1.0f + expf(-g))) * u);
+    }
+}
+
+template <int kTokens, int kPairs, int kUnroll>
+void launch_shape(const GateUpSwigluArgs& a, cudaStream_t stream) {
+  const int64_t pairs_per_block = int64_t(kWarpsPerBlock) * kPairs;
+  const unsigned blocks = unsigned((a.inter + pairs_per_block - 1) / pairs_per_block);
+  launch(gate_up_swiglu_v3_kernel<kTokens, kPairs, kUnroll>, dim3(blocks), dim3(kWarpsPerBlock * kWarpSize), 0, stream,
+         a.x, a.w_gate_up, a.out, a.inter, a.k, kPrefetchBytes / (a.k * 4));
+}
+
+}  // namespace
+
+bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
+
+void launch_gate_up_swiglu_v3(const GateUpSwigluArgs& a, cudaStream_t stream) {
+  switch (a.m) {
+    case 1: launch_shape<1, 1, 4>(a, stream); break;
+    case 2: launch_shape<2, 1, 4>(a, stream); break;
+    case 3: launch_shape<3, 1, 4>(a, stream); break;
+    case 4: launch_shape<4, 2, 2>(a, stream); break;
+    case 5: launch_shape<5, 2, 2>(a, stream); break;
+    case 6: launch_shape<6, 2, 2>(a, stream); break;
+    case 7: launch_shape<7, 2, 2>(a, stream); break;
+    case 8: launch_shape<8, 2, 2>(a, stream); break;
+    default: throw std::invalid_argument("gate_up_swiglu v3: m must be in [1, 8]");
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels
