@@ -36,6 +36,16 @@ peak_flag=${peak:+--peak-gb-s $peak}
 echo "== bench"
 bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
 S="--synthetic qwen3-8b"
+if [ "${FINAL_ONLY:-0}" = 1 ]; then
+  # The final path only: context 128 (with its per-launch profile), 1024, 8192, batch 2/4/8, prefill 512/2048.
+  bench $S --path fast --prompt-len 128 --gen 256 --profile
+  bench $S --path fast --prompt-len 1024 --gen 256
+  bench $S --path fast --prompt-len 8192 --gen 128 --profile
+  for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
+  bench $S --path fast --prompt-len 512 --gen 8
+  bench $S --path fast --prompt-len 2048 --gen 8
+  bench $S --path cublas --prompt-len 128 --gen 256
+else
 # Decode ladder at context 128 (rows in the order the versions were added; each changes one thing).
 bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
 bench $S --path cublas --prompt-len 128 --gen 256
@@ -44,21 +54,17 @@ bench $S --path fast-v1 --prompt-len 128 --gen 256
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on
 bench $S --path fast-v1 --prompt-len 128 --gen 256 --decode-gemm v4_gemv_pdl --pdl on --fused-swiglu on --gate-up-swiglu v1_gate_up_swiglu
-bench $S --path fast --prompt-len 128 --gen 256 --fold-norms off --decode-attention v1_flash_decode
 bench $S --path fast --prompt-len 128 --gen 256 --fold-norms off
 bench $S --path fast --prompt-len 128 --gen 256 --profile
 bench $S --path fast --prompt-len 128 --gen 256 --graph off
-# Context.
 bench $S --path fast --prompt-len 1024 --gen 256
-bench $S --path fast --prompt-len 8192 --gen 128 --decode-attention v1_flash_decode
 bench $S --path fast --prompt-len 8192 --gen 128 --profile
-# Batch.
 for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
-bench $S --path fast --prompt-len 128 --gen 128 --batch 8 --fold-norms off --decode-gemm v4_gemv_pdl --gate-up-swiglu v1_gate_up_swiglu
-# Prefill.
 bench $S --path fast --prompt-len 512 --gen 8
 bench $S --path fast --prompt-len 2048 --gen 8
 bench $S --path cublas --prompt-len 2048 --gen 8
+
+fi
 
 if [ "${2:-}" != "--skip-e2e" ]; then
   echo "== e2e vs transformers"
@@ -91,8 +97,8 @@ PY
 if [ -x "$BIN/bench_runner" ] && [ "${RUNNER:-1}" = 1 ]; then
   echo "== bench_runner (decode)"
   peaks_json=$(ls "$OUT"/peaks-*.json 2>/dev/null | tail -1)
-  timeout 200 "$BIN/bench_runner" --regime decode --out "$OUT" ${peaks_json:+--peaks $peaks_json} --time-budget-s 150 > "$OUT/runner.log" 2>&1 || echo "runner failed: $(tail -3 "$OUT/runner.log")"
-  tail -60 "$OUT/runner.log"
+  timeout 200 "$BIN/bench_runner" --regime ${RUNNER_REGIME:-decode} --out "$OUT" ${peaks_json:+--peaks $peaks_json} --time-budget-s ${RUNNER_BUDGET:-150} > "$OUT/runner.log" 2>&1 || echo "runner failed: $(tail -3 "$OUT/runner.log")"
+  sed -n '/^SUMMARY/,$p' "$OUT/runner.log" | head -40
 fi
 
 echo "== summary"

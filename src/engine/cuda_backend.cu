@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "engine/device_buffer.h"
@@ -210,7 +211,19 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::SampleArgs>* sample = nullptr;
   bool cublas = false;
 
-  std::map<std::pair<int64_t, int64_t>, cudaGraphExec_t> graphs;  // (batch, context bucket) -> decode step
+  // (batch, context bucket, sampler) -> the captured decode step
+  std::map<std::tuple<int64_t, int64_t, const void*>, cudaGraphExec_t> graphs;
+  const KernelVersion<kernels::SampleArgs>* sample_plain = nullptr;  // v0: greedy and untruncated sampling
+  // The sampler for the next launches: options.sample (v1_sample_topk) only when a slot samples with top-k; its
+  // 1024 threads x 62 registers need a whole SM, which under PDL waits for the lm_head GEMV to drain (+0.08 ms a
+  // step measured), while v0 fits beside it.
+  const KernelVersion<kernels::SampleArgs>* sampler_for(int64_t batch) const {
+    for (int64_t b = 0; b < batch; ++b) {
+      const SamplingParams& p = slot_params[size_t(b)];
+      if (p.temperature > 0 && p.top_k > 0) return sample;
+    }
+    return sample_plain;
+  }
   bool speculating = false;       // a decode step for slot 0 is in flight, fed with speculative_input
   int32_t speculative_input = -1;
   cudaEvent_t timing_start = nullptr, timing_stop = nullptr;  // set while decode() times its steps
@@ -283,6 +296,7 @@ void CudaEngine::init() {
   m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
   m.gate_up_swiglu = &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu);
   m.sample = &kernels::find_version(kernels::sample_versions(), options_.sample);
+  m.sample_plain = &kernels::find_version(kernels::sample_versions(), "v0_sample");
 
   const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
   const int64_t B = options_.max_batch;
@@ -666,7 +680,7 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
              max_position, /*decode=*/true);
   m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
-  m.sample->launch(
+  m.sampler_for(batch)->launch(
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
       m.stream);
@@ -801,7 +815,7 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   });
   lengths_[size_t(slot)] = pos0 + T;
   // Sample the first new token and stage it, with its position, as the slot's next decode input.
-  m.sample->launch(
+  m.sampler_for(slot + 1)->launch(
       {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
        m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot, m.sampled.as<int32_t>() + slot, 1, V,
        nullptr},
@@ -837,7 +851,7 @@ void CudaEngine::enqueue_decode(int64_t batch, int64_t steps, int32_t* host_toke
   bucket = std::min(bucket, context_);
   cudaGraphExec_t exec = nullptr;
   if (options_.cuda_graph) {
-    auto key = std::make_pair(batch, bucket);
+    auto key = std::make_tuple(batch, bucket, static_cast<const void*>(m.sampler_for(batch)));
     auto it = m.graphs.find(key);
     if (it == m.graphs.end()) {
       cudaGraph_t graph;
@@ -933,7 +947,7 @@ void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
       const int64_t rows = std::min(m.logit_rows, n - r0);
       m.gemm("gemm_lm_head", m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
       if (want_argmax_per_position) {
-        m.sample->launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
+        m.sample_plain->launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
                                               nullptr, m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,
                                               nullptr},
                                              m.stream);
