@@ -190,6 +190,9 @@ fi
 E2E_BENCHES=(
   "8b-fast-ctx128|--synthetic qwen3-8b --path fast --prompt-len 128 --gen 256"
   "8b-cublas-ctx128|--synthetic qwen3-8b --path cublas --prompt-len 128 --gen 256"
+  "8b-fast-ctx8192|--synthetic qwen3-8b --path fast --prompt-len 8192 --gen 128"
+  "8b-fast-b8|--synthetic qwen3-8b --path fast --prompt-len 128 --gen 128 --batch 8"
+  "8b-fast-prefill2048|--synthetic qwen3-8b --path fast --prompt-len 2048 --gen 8"
 )
 E2E_RUN_LIMIT=120  # seconds per run
 # ==== end of the list ===========================================================================================
