@@ -21,6 +21,10 @@ scripts/python-env.sh
 cmake --preset ci >/dev/null
 cmake --build --preset ci
 ctest --preset ci --output-on-failure -j "$(nproc)"
+if ! (command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1); then
+  echo "note: no GPU on this machine: the GPU kernel and engine tests ran as skipped (\"no CUDA device\");" \
+       "run scripts/gpu-check.sh on a GPU machine for them" >&2
+fi
 if ((fuzz)); then
   scripts/fuzz.sh "$fuzz_seconds"
 fi

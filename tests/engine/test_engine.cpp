@@ -38,6 +38,9 @@ struct Param {
   std::string path;  // engine preset
 };
 
+// gtest prints parameters in failure messages and test listings.
+void PrintTo(const Param& p, std::ostream* os) { *os << p.golden_case << "/" << p.path; }
+
 class EngineGolden : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
