@@ -1,8 +1,7 @@
 // v1_gemv_warp: the decode GEMV. One warp per weight row; lanes read consecutive 16-byte chunks, so a warp streams
 // its row with fully coalesced 512-byte loads, and the m <= 8 activation rows (a few KB) stay in L1/L2.
 // Reduction across lanes with shuffles. One load in flight per lane at a time: latency bound (see v2).
-#include <stdexcept>
-
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
@@ -54,17 +53,10 @@ void launch_tokens(const GemmArgs& a, cudaStream_t stream) {
 bool gemm_v1_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gemm_v1(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_tokens<1>(a, stream); break;
-    case 2: launch_tokens<2>(a, stream); break;
-    case 3: launch_tokens<3>(a, stream); break;
-    case 4: launch_tokens<4>(a, stream); break;
-    case 5: launch_tokens<5>(a, stream); break;
-    case 6: launch_tokens<6>(a, stream); break;
-    case 7: launch_tokens<7>(a, stream); break;
-    case 8: launch_tokens<8>(a, stream); break;
-    default: throw std::invalid_argument("gemv v1: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv v1", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_tokens<kTokens>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -4,8 +4,7 @@
 //  * Weights read with an L2 evict-first policy and no L1 allocation: each weight byte is used once per step.
 //  * With several tokens (batch > 1) a warp computes kRows rows, so every activation load from L1 feeds kRows
 //    rows instead of one (at m = 8, one row per warp would need 8 bytes of L1 traffic per weight byte).
-#include <stdexcept>
-
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
@@ -93,17 +92,10 @@ void launch_shape(const GemmArgs& a, cudaStream_t stream) {
 bool gemm_v2_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gemm_v2(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1>(a, stream); break;
-    case 2: launch_shape<2, 2>(a, stream); break;
-    case 3: launch_shape<3, 2>(a, stream); break;
-    case 4: launch_shape<4, 4>(a, stream); break;
-    case 5: launch_shape<5, 4>(a, stream); break;
-    case 6: launch_shape<6, 4>(a, stream); break;
-    case 7: launch_shape<7, 4>(a, stream); break;
-    case 8: launch_shape<8, 4>(a, stream); break;
-    default: throw std::invalid_argument("gemv v2: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv v2", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,9 +1,8 @@
 // v4_gemv_pdl: v2's streaming GEMV made for programmatic dependent launch and deeper pipelining (gemv_core.cuh):
 // weight loads double-buffered (8 chunks in flight per lane at batch 1 instead of 4) and the first group issued
 // before waiting for the previous kernel, so consecutive GEMVs overlap instead of draining the memory pipe.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -49,17 +48,10 @@ void launch_shape(const GemmArgs& a, cudaStream_t stream) {
 bool gemm_v4_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gemm_v4(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 2, 4>(a, stream); break;
-    case 3: launch_shape<3, 2, 4>(a, stream); break;
-    case 4: launch_shape<4, 4, 2>(a, stream); break;
-    case 5: launch_shape<5, 4, 2>(a, stream); break;
-    case 6: launch_shape<6, 4, 2>(a, stream); break;
-    case 7: launch_shape<7, 4, 2>(a, stream); break;
-    case 8: launch_shape<8, 4, 2>(a, stream); break;
-    default: throw std::invalid_argument("gemv v4: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv v4", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

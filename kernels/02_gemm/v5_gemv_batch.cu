@@ -1,9 +1,8 @@
 // v5_gemv_batch: v4 with each loaded bf16 vector widened once (gemv_warp_rows_convert_once). At batch 4 and 8 v4
 // spent more instructions converting the same weight and activation vectors again for every row x token pair than
 // on the FMAs, and became issue bound (batch 8 ran at 2.06x the batch-1 step time).
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -49,17 +48,10 @@ void launch_shape(const GemmArgs& a, cudaStream_t stream) {
 bool gemm_v5_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gemm_v5(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 2, 4>(a, stream); break;
-    case 3: launch_shape<3, 2, 4>(a, stream); break;
-    case 4: launch_shape<4, 4, 2>(a, stream); break;
-    case 5: launch_shape<5, 4, 2>(a, stream); break;
-    case 6: launch_shape<6, 4, 2>(a, stream); break;
-    case 7: launch_shape<7, 4, 2>(a, stream); break;
-    case 8: launch_shape<8, 4, 2>(a, stream); break;
-    default: throw std::invalid_argument("gemv v5: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv v5", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,8 @@
 // wait. Between two GEMVs of a layer sit latency-bound kernels (QK-norm/RoPE, attention, norms) during which HBM
 // idles; a GEMV launched early under PDL now fills L2 with its weights meanwhile and then reads them from L2.
 // The host caps the prefetched bytes per launch (kPrefetchBytes) so they fit in the 60 MB L2.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -52,17 +51,10 @@ void launch_shape(const GemmArgs& a, cudaStream_t stream) {
 bool gemm_v6_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gemm_v6(const GemmArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 2, 4>(a, stream); break;
-    case 3: launch_shape<3, 2, 4>(a, stream); break;
-    case 4: launch_shape<4, 4, 2>(a, stream); break;
-    case 5: launch_shape<5, 4, 2>(a, stream); break;
-    case 6: launch_shape<6, 4, 2>(a, stream); break;
-    case 7: launch_shape<7, 4, 2>(a, stream); break;
-    case 8: launch_shape<8, 4, 2>(a, stream); break;
-    default: throw std::invalid_argument("gemv v6: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv v6", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,8 @@
 // stream is updated in place and each block leaves the sum of squares of its new residual values, which the next
 // norm GEMV turns into the RMSNorm (v8_gemv_norm, v4_gate_up_swiglu_norm). Replaces GEMV + add_rmsnorm: one
 // kernel and one round trip of the sublayer output through memory less per projection.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_fused.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -29,8 +28,6 @@ __global__ void __launch_bounds__(kThreads)
   gemv_fused::residual_epilogue<kTokens, kRows>(acc, row0, n, residual, partials);
 }
 
-constexpr int rows_for(int64_t m) { return m == 1 ? 1 : (m <= 3 ? 2 : 4); }
-
 template <int kTokens, int kRows, int kUnroll>
 void launch_shape(const GemvResidualArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows));
@@ -41,7 +38,7 @@ void launch_shape(const GemvResidualArgs& a, cudaStream_t stream) {
 }  // namespace
 
 int64_t gemv_residual_partials(int64_t m, int64_t n) {
-  const int64_t rows_per_block = int64_t(kWarpsPerBlock) * rows_for(m);
+  const int64_t rows_per_block = int64_t(kWarpsPerBlock) * gemv_rows_for(int(m));
   return (n + rows_per_block - 1) / rows_per_block;
 }
 
@@ -50,17 +47,10 @@ bool gemv_residual_v7_supports(const GemvResidualArgs& a) {
 }
 
 void launch_gemv_residual_v7(const GemvResidualArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, rows_for(1), 4>(a, stream); break;
-    case 2: launch_shape<2, rows_for(2), 4>(a, stream); break;
-    case 3: launch_shape<3, rows_for(3), 4>(a, stream); break;
-    case 4: launch_shape<4, rows_for(4), 2>(a, stream); break;
-    case 5: launch_shape<5, rows_for(5), 2>(a, stream); break;
-    case 6: launch_shape<6, rows_for(6), 2>(a, stream); break;
-    case 7: launch_shape<7, rows_for(7), 2>(a, stream); break;
-    case 8: launch_shape<8, rows_for(8), 2>(a, stream); break;
-    default: throw std::invalid_argument("gemv_residual v7: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv_residual v7", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

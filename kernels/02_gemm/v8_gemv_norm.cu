@@ -2,9 +2,8 @@
 // into shared memory from the previous residual GEMV's partial sums of squares (no add_rmsnorm kernel, no normed
 // activations in memory), then streams its weight rows as v5 does. The weight loads of the first group are issued
 // before the PDL wait, so they overlap the previous kernel and this prologue.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_fused.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -53,17 +52,10 @@ bool gemv_norm_v8_supports(const NormGemvArgs& a) {
 }
 
 void launch_gemv_norm_v8(const NormGemvArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 2, 4>(a, stream); break;
-    case 3: launch_shape<3, 2, 4>(a, stream); break;
-    case 4: launch_shape<4, 4, 2>(a, stream); break;
-    case 5: launch_shape<5, 4, 2>(a, stream); break;
-    case 6: launch_shape<6, 4, 2>(a, stream); break;
-    case 7: launch_shape<7, 4, 2>(a, stream); break;
-    case 8: launch_shape<8, 4, 2>(a, stream); break;
-    default: throw std::invalid_argument("gemv_norm v8: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gemv_norm v8", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -2,9 +2,8 @@
 // v0_silu_mul, which writes (m, 2 * inter) activations and reads them back; here each warp streams gate row i and
 // up row i together (gemv_core.cuh: evict-first 16-byte loads, double-buffered, PDL prefetch) and applies SwiGLU
 // to the two sums in registers.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -57,17 +56,10 @@ void launch_shape(const GateUpSwigluArgs& a, cudaStream_t stream) {
 bool gate_up_swiglu_v1_supports(const GateUpSwigluArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gate_up_swiglu_v1(const GateUpSwigluArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 1, 4>(a, stream); break;
-    case 3: launch_shape<3, 1, 4>(a, stream); break;
-    case 4: launch_shape<4, 2, 2>(a, stream); break;
-    case 5: launch_shape<5, 2, 2>(a, stream); break;
-    case 6: launch_shape<6, 2, 2>(a, stream); break;
-    case 7: launch_shape<7, 2, 2>(a, stream); break;
-    case 8: launch_shape<8, 2, 2>(a, stream); break;
-    default: throw std::invalid_argument("gate_up_swiglu v1: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gate_up_swiglu v1", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_pairs_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,9 +1,8 @@
 // v3_gate_up_swiglu_l2: v2 plus the L2 prefetch of v6_gemv_l2_prefetch: each warp asks L2 for its gate and up
 // rows at kernel start, before the PDL wait, so HBM streams while the add_rmsnorm before it runs. Capped at
 // kPrefetchBytes per launch (the gate|up weights are 200 MB; only the first pairs are prefetched).
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_core.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -61,17 +60,10 @@ void launch_shape(const GateUpSwigluArgs& a, cudaStream_t stream) {
 bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 8 == 0; }
 
 void launch_gate_up_swiglu_v3(const GateUpSwigluArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 1, 4>(a, stream); break;
-    case 3: launch_shape<3, 1, 4>(a, stream); break;
-    case 4: launch_shape<4, 2, 2>(a, stream); break;
-    case 5: launch_shape<5, 2, 2>(a, stream); break;
-    case 6: launch_shape<6, 2, 2>(a, stream); break;
-    case 7: launch_shape<7, 2, 2>(a, stream); break;
-    case 8: launch_shape<8, 2, 2>(a, stream); break;
-    default: throw std::invalid_argument("gate_up_swiglu v3: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gate_up_swiglu v3", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_pairs_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

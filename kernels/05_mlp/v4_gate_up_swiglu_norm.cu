@@ -1,8 +1,7 @@
 // v4_gate_up_swiglu_norm: v2_gate_up_swiglu with the post-attention RMSNorm in the prologue (see v8_gemv_norm):
 // the MLP's first half reads the residual stream directly; no add_rmsnorm kernel runs before it.
-#include <stdexcept>
-
 #include "kernels/02_gemm/gemv_fused.cuh"
+#include "kernels/common/batch_dispatch.h"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 
@@ -58,17 +57,10 @@ bool gate_up_swiglu_norm_v4_supports(const NormGateUpSwigluArgs& a) {
 }
 
 void launch_gate_up_swiglu_norm_v4(const NormGateUpSwigluArgs& a, cudaStream_t stream) {
-  switch (a.m) {
-    case 1: launch_shape<1, 1, 4>(a, stream); break;
-    case 2: launch_shape<2, 1, 4>(a, stream); break;
-    case 3: launch_shape<3, 1, 4>(a, stream); break;
-    case 4: launch_shape<4, 2, 2>(a, stream); break;
-    case 5: launch_shape<5, 2, 2>(a, stream); break;
-    case 6: launch_shape<6, 2, 2>(a, stream); break;
-    case 7: launch_shape<7, 2, 2>(a, stream); break;
-    case 8: launch_shape<8, 2, 2>(a, stream); break;
-    default: throw std::invalid_argument("gate_up_swiglu_norm v4: m must be in [1, 8]");
-  }
+  dispatch_batch_tokens(a.m, "gate_up_swiglu_norm v4", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_pairs_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

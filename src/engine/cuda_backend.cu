@@ -357,7 +357,6 @@ void CudaEngine::init() {
   for (int64_t b = 0; b < B; ++b) slot_ids[size_t(b)] = int32_t(b);
   CUDA_CHECK(cudaMemcpy(m.decode_slots.as<int32_t>(), slot_ids.data(), size_t(B) * 4, cudaMemcpyHostToDevice));
   std::vector<kernels::DeviceSampling> greedy(size_t(m.logit_rows), to_device(SamplingParams{0.0}));
-  for (auto& g : greedy) g.temperature = 0.0f;
   CUDA_CHECK(cudaMemcpy(m.greedy.as<void>(), greedy.data(), greedy.size() * sizeof(greedy[0]), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMemset(m.counts.as<void>(), 0, m.counts.bytes()));
   CUDA_CHECK(cudaMemset(m.in_prompt.as<void>(), 0, m.in_prompt.bytes()));
@@ -786,19 +785,24 @@ void prefill_chunks(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptio
 
 }  // namespace
 
+void CudaEngine::check_new_tokens(const char* what, int64_t pos0, std::span<const int32_t> tokens) const {
+  const int64_t T = int64_t(tokens.size());
+  if (T == 0) throw InputError(std::string(what) + ": no tokens");
+  if (pos0 + T > context_)
+    throw InputError(std::string(what) + ": " + std::to_string(pos0 + T) + " positions exceed the context of " +
+                     std::to_string(context_));
+  for (int32_t id : tokens)
+    if (id < 0 || id >= config_.vocab_size) throw InputError("token id " + std::to_string(id) + " is out of range");
+}
+
 int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   Impl& m = *impl_;
   drain_speculation();
   const ModelConfig& c = config_;
   const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
   if (slot < 0 || slot >= options_.max_batch) throw InputError("prefill: slot out of range");
-  if (T == 0) throw InputError("prefill: no tokens");
   const int64_t pos0 = lengths_[size_t(slot)];
-  if (pos0 + T > context_)
-    throw InputError("prefill: " + std::to_string(pos0 + T) + " positions exceed the context of " +
-                     std::to_string(context_));
-  for (int32_t id : tokens)
-    if (id < 0 || id >= V) throw InputError("token id " + std::to_string(id) + " is out of range");
+  check_new_tokens("prefill", pos0, tokens);
   if (m.slot_has_penalties[size_t(slot)]) {  // the prompt's tokens for the repetition penalty
     std::vector<uint8_t> flags(size_t(V), 0);
     if (pos0 > 0)
@@ -933,12 +937,7 @@ void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
   const ModelConfig& c = config_;
   const int64_t T = int64_t(tokens.size()), V = c.vocab_size, H = c.hidden_size;
   const int64_t pos0 = lengths_[0];
-  if (T == 0) throw InputError("forward: no tokens");
-  if (pos0 + T > context_)
-    throw InputError("forward: " + std::to_string(pos0 + T) + " positions exceed the context of " +
-                     std::to_string(context_));
-  for (int32_t id : tokens)
-    if (id < 0 || id >= V) throw InputError("token id " + std::to_string(id) + " is out of range");
+  check_new_tokens("forward", pos0, tokens);
   out.argmax.assign(size_t(T), 0);
   std::vector<uint16_t> last(static_cast<size_t>(V));
   prefill_chunks(m, c, options_, context_, 0, pos0, tokens, [&](int64_t first, int64_t n) {

@@ -104,6 +104,9 @@ class CudaEngine final : public Backend {
   void enqueue_decode(int64_t batch, int64_t steps, int32_t* host_tokens);
   // Waits for a speculative step of slot 0 (forward_and_sample) and puts slot 0's device inputs back.
   void drain_speculation();
+  // Throws InputError unless tokens is non-empty, fits the context after pos0 cached positions, and every id is
+  // in the vocabulary.
+  void check_new_tokens(const char* what, int64_t pos0, std::span<const int32_t> tokens) const;
 
   ModelConfig config_;
   EngineOptions options_;
