@@ -68,6 +68,7 @@ void register_bench(CLI::App& app) {
     bool profile = false;
     std::string decode_gemm, decode_attention, gate_up_swiglu;  // overrides of the path's kernel choices
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
+    std::vector<std::string> skip;
   };
   auto o = std::make_shared<Options>();
   auto* source = cmd->add_option_group("weights");
@@ -94,6 +95,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
   cmd->add_option("--fold-norms", o->fold_norms, "Residual adds and RMSNorms folded into the decode GEMVs on/off");
+  cmd->add_option("--skip", o->skip,
+                  "Profiling only: leave these launch sites (--profile's names) out of the batch-1 decode step "
+                  "to time the step without them; the tokens are then garbage")
+      ->delimiter(',');
   cmd->callback([o] {
 #ifndef QWEN3_HAVE_CUDA
     throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
@@ -107,6 +112,7 @@ void register_bench(CLI::App& app) {
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
     if (o->fold_norms) options.fold_norms = *o->fold_norms;
     options.max_batch = o->batch;
+    options.skip_launches.insert(o->skip.begin(), o->skip.end());
     options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 16;  // + profile steps
     std::unique_ptr<Checkpoint> checkpoint;
     std::unique_ptr<CudaEngine> engine;
@@ -189,6 +195,7 @@ void register_bench(CLI::App& app) {
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;
+    if (!o->skip.empty()) j["skipped_launches"] = o->skip;
     if (o->profile) {
       // Median over several eager steps of each launch, then summed per launch site.
       constexpr int kSteps = 5;

@@ -558,29 +558,33 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // PRECOND: the embedding left its sums of squares in norm_partials (v1_embedding_stats).
     float* partials = m.norm_partials.as<float>();
     int64_t partial_count = 1;
+    const auto kept = [&](const char* what) { return o.skip_launches.count(what) == 0; };
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
       bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
-      kernels::norm_gemv_versions()[0].launch(
+      if (kept("gemm_qkv_norm")) kernels::norm_gemv_versions()[0].launch(
           {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H}, s);
       m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
-      kernels::qk_norm_rope_cache_versions()[0].launch(
-          {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
-           m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
-          s);
+      if (kept("qk_norm_rope_cache"))
+        kernels::qk_norm_rope_cache_versions()[0].launch(
+            {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
+             m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
+            s);
       m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
       attention_args.k_cache = k_cache;
       attention_args.v_cache = v_cache;
-      attention->launch(attention_args, s);
+      if (kept("attention")) attention->launch(attention_args, s);
       m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
-      kernels::gemv_residual_versions()[0].launch({attn, L.wo, h, partials, rows, H, QD}, s);
+      if (kept("gemm_o_residual")) kernels::gemv_residual_versions()[0].launch({attn, L.wo, h, partials, rows, H, QD}, s);
       m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
       partial_count = kernels::gemv_residual_partials(rows, H);
-      kernels::norm_gate_up_swiglu_versions()[0].launch(
-          {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H}, s);
+      if (kept("gemm_gate_up_swiglu_norm"))
+        kernels::norm_gate_up_swiglu_versions()[0].launch(
+            {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H}, s);
       m.count("gemm_gate_up_swiglu_norm", 2.0 * double(2 * I * H + rows * H + rows * I));
-      kernels::gemv_residual_versions()[0].launch({act, L.w_down, h, partials, rows, H, I}, s);
+      if (kept("gemm_down_residual"))
+        kernels::gemv_residual_versions()[0].launch({act, L.w_down, h, partials, rows, H, I}, s);
       m.count("gemm_down_residual", 2.0 * double(H * I + rows * I + 2 * rows * H));
     }
     rmsnorm(h, m.final_norm, x, rows, H);
@@ -678,8 +682,10 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   m.count("embedding", 2.0 * double(2 * batch * c.hidden_size));
   run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
              max_position, /*decode=*/true);
-  m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
-  m.sampler_for(batch)->launch(
+  const auto kept = [&](const char* what) { return options_.skip_launches.count(what) == 0; };
+  if (kept("gemm_lm_head")) m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
+  if (kept("sample"))
+    m.sampler_for(batch)->launch(
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
       m.stream);

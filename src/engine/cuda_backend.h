@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct EngineOptions {
   int64_t context = 0;     // KV-cache positions per slot; 0 = min(max_position_embeddings, 16384)
   int64_t max_batch = 1;   // sequence slots (decode batch size)
   int64_t prefill_chunk = 2048;
+  // Profiling only: launch sites (as `qwen3 bench --profile` names them) left out of the batch-1 decode step, so
+  // the step time with and without them can be compared under the graph and PDL. The tokens are then garbage.
+  std::set<std::string> skip_launches;
 
   // "fast" (the defaults), "v0" (every op's v0, unfused, no graph), "cublas" (fast with cuBLAS GEMMs),
   // "fast-v1" (the first fast path: v2 GEMV, v1 attention, graph, no PDL, SwiGLU as its own kernel).
