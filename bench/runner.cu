@@ -52,6 +52,7 @@ using kernels::GemmArgs;
 using kernels::KernelVersion;
 using kernels::KvWriteArgs;
 using kernels::QkNormRopeCacheArgs;
+using kernels::QkvAttentionArgs;
 using kernels::RmsnormArgs;
 using kernels::RopeArgs;
 using kernels::SampleArgs;
@@ -939,6 +940,45 @@ std::vector<Shape<AttentionArgs>> attention_shapes() {
   return shapes;
 }
 
+// Decode attention with QK-norm, RoPE and the cache store fused in (qkv_attention): one token per slot at the
+// last position of a context of ctx keys. Bytes: qkv read, the new k/v rows written, every cached K/V row read.
+std::vector<Shape<QkvAttentionArgs>> qkv_attention_shapes() {
+  std::vector<Shape<QkvAttentionArgs>> shapes;
+  constexpr int64_t kQkvWidth = (kQHeads + 2 * kKvHeads) * kHeadDim;
+  const float scale = 1.0f / std::sqrt(float(kHeadDim));
+  for (const int64_t batch : {1, 4})
+    for (const int64_t ctx : {128, 1024, 8192}) {
+      const int64_t max_ctx = ctx, cache = batch * max_ctx * kKvHeads * kHeadDim;
+      const std::vector<int32_t> positions(size_t(batch), int32_t(ctx - 1));
+      auto s = make_shape<QkvAttentionArgs>("decode", "b=" + std::to_string(batch) + " ctx=" + std::to_string(ctx),
+                                            {{"tokens", batch}, {"slots", batch}, {"max_ctx", max_ctx}});
+      s.bytes = 2.0 * double(batch * kQkvWidth) + 2.0 * 2.0 * double(batch * kKvHeads * kHeadDim) +
+                2.0 * 2.0 * double(kKvHeads * kHeadDim) * double(batch * (ctx - 1)) +
+                2.0 * double(batch * kQHeads * kHeadDim);
+      s.flops = 4.0 * double(kQHeads * kHeadDim) * double(batch * ctx);
+      s.headline = batch == 1 && ctx == 1024;
+      const size_t workspace_bytes =
+          size_t(std::max<int64_t>(kernels::attention_workspace_floats(batch, kQHeads, kHeadDim, max_ctx), 1)) * 4;
+      s.buffers = {random_bf16("qkv", batch * kQkvWidth, -4, 4), random_bf16("q_norm", kHeadDim, 0.5f, 1.5f),
+                   random_bf16("k_norm", kHeadDim, 0.5f, 1.5f), scratch("q_out", size_t(batch * kQHeads * kHeadDim) * 2, true),
+                   random_bf16("k_cache", cache, -1, 1, Role::kInOut), random_bf16("v_cache", cache, -1, 1, Role::kInOut),
+                   host_values("positions", positions), host_values("slots", iota_ints(batch)),
+                   host_values("inv_freq", inv_freq(kHeadDim)), output("out", batch * kQHeads * kHeadDim),
+                   scratch("workspace", workspace_bytes, true)};
+      s.bind = [=](const std::vector<void*>& p) {
+        return QkvAttentionArgs{{as<bf16>(p[0]), as<bf16>(p[1]), as<bf16>(p[2]), as<bf16>(p[3]), as<bf16>(p[4]),
+                                 as<bf16>(p[5]), as<int32_t>(p[6]), as<int32_t>(p[7]), as<float>(p[8]), 1.0f, kEps,
+                                 batch, kQHeads, kKvHeads, kHeadDim, max_ctx},
+                                as<bf16>(p[9]),
+                                int64_t(ctx - 1),
+                                scale,
+                                as<float>(p[10])};
+      };
+      shapes.push_back(std::move(s));
+    }
+  return shapes;
+}
+
 std::vector<Shape<SiluMulArgs>> silu_mul_shapes() {
   std::vector<Shape<SiluMulArgs>> shapes;
   for (const TokenCount& tc : token_counts()) {
@@ -1288,7 +1328,7 @@ int main(int argc, char** argv) {
   using namespace qwen3::bench;
   const std::vector<std::string> all_ops = {
       "embedding", "rmsnorm",   "add_rmsnorm", "gemm",           "rope", "qk_norm_rope_cache",
-      "kv_write",  "attention", "silu_mul",    "gate_up_swiglu", "add",  "sample"};
+      "kv_write",  "attention", "qkv_attention", "silu_mul", "gate_up_swiglu", "add", "sample"};
   CLI::App app{"bench_runner: every kernel version at Qwen3-8B shapes, decode and prefill"};
   Context ctx;
   Options& o = ctx.options;
@@ -1346,6 +1386,7 @@ int main(int argc, char** argv) {
     show("qk_norm_rope_cache", qwen3::kernels::qk_norm_rope_cache_versions());
     show("kv_write", qwen3::kernels::kv_write_versions());
     show("attention", qwen3::kernels::attention_versions());
+    show("qkv_attention", qwen3::kernels::qkv_attention_versions());
     show("silu_mul", qwen3::kernels::silu_mul_versions());
     show("gate_up_swiglu", qwen3::kernels::gate_up_swiglu_versions());
     show("add", qwen3::kernels::add_versions());
@@ -1384,6 +1425,7 @@ int main(int argc, char** argv) {
   const auto qk = qk_norm_rope_cache_shapes();
   const auto kv_write = kv_write_shapes();
   const auto attention = attention_shapes();
+  const auto qkv_attention = qkv_attention_shapes();
   const auto silu_mul = silu_mul_shapes();
   const auto gate_up = gate_up_swiglu_shapes();
   const auto add = add_shapes();
@@ -1398,6 +1440,8 @@ int main(int argc, char** argv) {
     run_op(ctx, "qk_norm_rope_cache", regime, qk_norm_rope_cache_candidates(), qk);
     run_op(ctx, "kv_write", regime, registry_candidates(qwen3::kernels::kv_write_versions()), kv_write);
     run_op(ctx, "attention", regime, registry_candidates(qwen3::kernels::attention_versions()), attention);
+    run_op(ctx, "qkv_attention", regime, registry_candidates(qwen3::kernels::qkv_attention_versions()),
+           qkv_attention);
     run_op(ctx, "add_rmsnorm", regime, registry_candidates(qwen3::kernels::add_rmsnorm_versions()),
            add_rmsnorm);
     run_op(ctx, "silu_mul", regime, registry_candidates(qwen3::kernels::silu_mul_versions()), silu_mul);

@@ -118,6 +118,19 @@ struct AttentionArgs {
 };
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int64_t max_ctx);
 
+// Decode attention with its preparation fused in: from the fused QKV projection's output, QK-norm and RoPE q and
+// k, store k and v in the cache at (slot, position), and attend q to keys [0, position] of the slot, exactly as
+// qk_norm_rope_cache followed by attention. Decode only: tokens = batch, one token per slot, each attending to its
+// own slot. prep.q_out is scratch for versions that pass q through memory (the composite v0); fused versions
+// leave it unwritten. Cache rows past each token's position are never read.
+struct QkvAttentionArgs {
+  QkNormRopeCacheArgs prep;  // qkv, q_norm, k_norm, q_out, k_cache, v_cache, positions, slots, rope, eps, shapes
+  bf16* out;                 // (tokens, q_heads, head_dim)
+  int64_t max_position;      // host-side upper bound of positions[] (sizes the grid; may exceed the truth)
+  float scale;               // head_dim^-0.5
+  float* workspace;          // attention_workspace_floats() floats for versions with split-KV partials, or nullptr
+};
+
 // ---- 05 mlp ------------------------------------------------------------------------------------------------------
 // out = bf16(bf16(silu(gate)) * up), gate and up side by side in one row (the fused gate|up projection).
 struct SiluMulArgs {

@@ -47,6 +47,10 @@ void launch_attention_v2(const AttentionArgs&, cudaStream_t);
 bool attention_v2_supports(const AttentionArgs&);
 void launch_attention_v3(const AttentionArgs&, cudaStream_t);
 bool attention_v3_supports(const AttentionArgs&);
+void launch_qkv_attention_v0(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v0_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v1(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v1_supports(const QkvAttentionArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -133,6 +137,17 @@ const std::vector<KernelVersion<AttentionArgs>>& attention_versions() {
        launch_attention_v2, attention_v2_supports},
       {"v3_flash_decode_wide", "v1 with ~8 CTAs per SM (4x shorter chunks) for long contexts",
        launch_attention_v3, attention_v3_supports, 2},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
+  static const std::vector<KernelVersion<QkvAttentionArgs>> v{
+      {"v0_qkv_attention_composite", "v1_qk_norm_rope_cache, then v3_flash_decode_wide's split and merge kernels",
+       launch_qkv_attention_v0, qkv_attention_v0_supports, 3},
+      {"v1_qkv_attention_cluster", "one kernel: K/V streamed by cp.async while QK-norm/RoPE run, CTA clusters "
+                                   "merge split-KV partials through distributed shared memory (sm_90)",
+       launch_qkv_attention_v1, qkv_attention_v1_supports},
   };
   return v;
 }

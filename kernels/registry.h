@@ -31,6 +31,7 @@ const std::vector<KernelVersion<RopeArgs>>& rope_versions();
 const std::vector<KernelVersion<QkNormRopeCacheArgs>>& qk_norm_rope_cache_versions();
 const std::vector<KernelVersion<KvWriteArgs>>& kv_write_versions();
 const std::vector<KernelVersion<AttentionArgs>>& attention_versions();
+const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions();
 const std::vector<KernelVersion<SiluMulArgs>>& silu_mul_versions();
 const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions();
 const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions();

@@ -1,8 +1,7 @@
 // v1_qk_norm_rope_cache: QK-norm, RoPE and the KV-cache store in one pass over the fused QKV projection output,
 // where the unfused path makes four (rmsnorm q, rmsnorm k, rope, kv_write) and re-reads q and k each time.
-// One warp per head: lane l holds dims [l*E, l*E + E) of the first half and the same dims of the second half
-// (E = head_dim / 64), so each RoPE pair (j, j + head_dim/2) sits in one lane and needs no shuffle.
-#include "kernels/03_rope/rope_math.cuh"
+// One warp per head (qk_norm_rope.cuh): each RoPE pair (j, j + head_dim/2) sits in one lane and needs no shuffle.
+#include "kernels/03_rope/qk_norm_rope.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
@@ -32,17 +31,9 @@ __global__ void qk_norm_rope_cache_kernel(QkNormRopeCacheArgs a) {
   const bf16* src = a.qkv + token * qkv_width + head * kHeadDim;  // k heads follow the q heads in the row
   const bf16* norm_w = is_q ? a.q_norm : a.k_norm;
 
-  float lo[kPerLane], hi[kPerLane];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int e = 0; e < kPerLane; ++e) {
-    lo[e] = __bfloat162float(src[lane * kPerLane + e]);
-    hi[e] = __bfloat162float(src[kHalf + lane * kPerLane + e]);
-    sum_sq += lo[e] * lo[e] + hi[e] * hi[e];
-  }
-  sum_sq = warp_sum(sum_sq);
-  const float inv_rms = 1.0f / sqrtf(sum_sq / float(kHeadDim) + a.eps);
   const int32_t position = a.positions[token];
+  float lo[kPerLane], hi[kPerLane];
+  qk_norm_rope_warp<kPerLane>(src, norm_w, a.eps, position, a.inv_freq, a.attention_factor, lo, hi);
   bf16* dst;
   if (is_q) {
     dst = a.q_out + (token * a.q_heads + head) * kHeadDim;
@@ -52,14 +43,8 @@ __global__ void qk_norm_rope_cache_kernel(QkNormRopeCacheArgs a) {
   }
 #pragma unroll
   for (int e = 0; e < kPerLane; ++e) {
-    const int i = lane * kPerLane + e;
-    const float n_lo = bf16_round(__bfloat162float(norm_w[i]) * bf16_round(lo[e] * inv_rms));
-    const float n_hi = bf16_round(__bfloat162float(norm_w[i + kHalf]) * bf16_round(hi[e] * inv_rms));
-    float c, s, o1, o2;
-    rope_cos_sin_bf16(position, a.inv_freq[i], a.attention_factor, c, s);
-    rope_rotate_pair(n_lo, n_hi, c, s, o1, o2);
-    dst[i] = __float2bfloat16_rn(o1);
-    dst[i + kHalf] = __float2bfloat16_rn(o2);
+    dst[lane * kPerLane + e] = __float2bfloat16_rn(lo[e]);
+    dst[kHalf + lane * kPerLane + e] = __float2bfloat16_rn(hi[e]);
   }
   if (!is_q) {  // v: copied as is
     const int64_t kv_head = head - a.q_heads;

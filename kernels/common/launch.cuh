@@ -50,4 +50,34 @@ void launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
+// launch() with the grid's x dimension grouped into thread-block clusters of cluster_x CTAs (sm_90: the CTAs of
+// a cluster run at the same time on one GPC and can read each other's shared memory). cluster_x == 1 launches
+// without clusters. PRECOND: grid.x % cluster_x == 0; cluster_x <= 8 (the portable limit); sm_90 if > 1.
+template <class... KernelParams, class... Args>
+void launch_clustered(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                      unsigned cluster_x, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  unsigned count = 0;
+  if (cluster_x > 1) {
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster_x;
+    attribute[count].val.clusterDim.y = 1;
+    attribute[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  if (programmatic_dependent_launch()) {
+    attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  config.attrs = count ? attribute : nullptr;
+  config.numAttrs = count;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
 }  // namespace qwen3::kernels

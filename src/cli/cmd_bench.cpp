@@ -66,7 +66,7 @@ void register_bench(CLI::App& app) {
     double peak = 0;
     bool json = false;
     bool profile = false;
-    std::string decode_gemm, decode_attention, gate_up_swiglu;  // overrides of the path's kernel choices
+    std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::vector<std::string> skip;
   };
@@ -90,6 +90,8 @@ void register_bench(CLI::App& app) {
                 "Also time every launch of one decode step (eager, events between launches): where the time goes");
   cmd->add_option("--decode-gemm", o->decode_gemm, "Override the decode GEMM version (kernels/registry.cu)");
   cmd->add_option("--decode-attention", o->decode_attention, "Override the decode attention version");
+  cmd->add_option("--qkv-attention", o->decode_qkv_attention,
+                  "Override the fused decode attention (QK-norm + RoPE + cache + attention) version, or off");
   cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
@@ -106,6 +108,7 @@ void register_bench(CLI::App& app) {
     EngineOptions options = EngineOptions::preset(o->path);
     if (!o->decode_gemm.empty()) options.decode_gemm = options.decode_gemm_batched = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
+    if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
     if (o->pdl) options.pdl = *o->pdl;
     if (o->graph) options.cuda_graph = *o->graph;
@@ -192,6 +195,7 @@ void register_bench(CLI::App& app) {
     j["decode_gemm"] = options.cublas_gemm ? std::string("cublas")
                                            : (o->batch == 1 ? options.decode_gemm : options.decode_gemm_batched);
     j["decode_attention"] = options.decode_attention;
+    j["qkv_attention"] = options.decode_qkv_attention;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;

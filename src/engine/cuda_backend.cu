@@ -46,6 +46,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.decode_gemm = "v2_gemv_stream";
     o.decode_gemm_batched = "v2_gemv_stream";
     o.decode_attention = "v1_flash_decode";
+    o.decode_qkv_attention = "off";
     o.gate_up_swiglu = "v1_gate_up_swiglu";
     o.fused_swiglu = false;
     o.fold_norms = false;
@@ -58,6 +59,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.decode_gemm_batched = "v0_gemm_naive";
     o.prefill_gemm = "v0_gemm_naive";
     o.decode_attention = "v0_attention";
+    o.decode_qkv_attention = "off";
     o.prefill_attention = "v0_attention";
     o.rmsnorm = "v0_rmsnorm";
     o.add_rmsnorm = "v0_add_rmsnorm";
@@ -205,6 +207,7 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::GemmArgs>* prefill_gemm = nullptr;
   const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
+  const KernelVersion<kernels::QkvAttentionArgs>* decode_qkv_attention = nullptr;  // nullptr: off
   const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
   const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
   const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu = nullptr;
@@ -292,6 +295,8 @@ void CudaEngine::init() {
   m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
   m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
   m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);
+  if (options_.decode_qkv_attention != "off")
+    m.decode_qkv_attention = &kernels::find_version(kernels::qkv_attention_versions(), options_.decode_qkv_attention);
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
   m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
   m.gate_up_swiglu = &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu);
@@ -552,6 +557,24 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                         c.num_kv_heads, D, context, max_position, 1.0f / std::sqrt(float(D)),
                                         m.attention_workspace.as<float>()};
   if (attention->supports && !attention->supports(attention_args)) attention = m.prefill_attention;
+  // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
+  // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
+  const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
+    if (!decode || !o.fused || !m.decode_qkv_attention) return false;
+    const kernels::QkvAttentionArgs a{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
+                                       m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads,
+                                       c.num_kv_heads, D, context},
+                                      attn,
+                                      max_position,
+                                      1.0f / std::sqrt(float(D)),
+                                      m.attention_workspace.as<float>()};
+    if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
+    if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
+    m.count("qkv_attention", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
+                                 2.0 * double(2 * KVD * max_position * rows),
+            m.decode_qkv_attention->kernels_per_launch);
+    return true;
+  };
 
   if (decode && o.fused && o.fold_norms && o.fused_swiglu && !m.cublas && rows == 1) {
     // The decode layer with the residual adds and RMSNorms folded into the GEMVs (kernels.h): 6 launches.
@@ -566,16 +589,18 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (kept("gemm_qkv_norm")) kernels::norm_gemv_versions()[0].launch(
           {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H}, s);
       m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
-      if (kept("qk_norm_rope_cache"))
-        kernels::qk_norm_rope_cache_versions()[0].launch(
-            {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
-             m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
-            s);
-      m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
-      attention_args.k_cache = k_cache;
-      attention_args.v_cache = v_cache;
-      if (kept("attention")) attention->launch(attention_args, s);
-      m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
+      if (!fused_attention(L, k_cache, v_cache)) {
+        if (kept("qk_norm_rope_cache"))
+          kernels::qk_norm_rope_cache_versions()[0].launch(
+              {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
+               m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
+              s);
+        m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
+        attention_args.k_cache = k_cache;
+        attention_args.v_cache = v_cache;
+        if (kept("attention")) attention->launch(attention_args, s);
+        m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
+      }
       if (kept("gemm_o_residual")) kernels::gemv_residual_versions()[0].launch({attn, L.wo, h, partials, rows, H, QD}, s);
       m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
       partial_count = kernels::gemv_residual_partials(rows, H);
@@ -595,14 +620,18 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const LayerDevice& L = m.layers[l];
     bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
     bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+    bool attended = false;  // the fused decode attention ran (QK-norm, RoPE, cache store and attention)
     if (o.fused) {
       if (l == 0) rmsnorm(h, L.input_norm, x, rows, H);  // later layers: the previous add_rmsnorm did it
       m.gemm("gemm_qkv", x, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H);
-      kernels::qk_norm_rope_cache_versions()[0].launch(
-          {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
-           m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
-          s);
-      m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
+      attended = fused_attention(L, k_cache, v_cache);
+      if (!attended) {
+        kernels::qk_norm_rope_cache_versions()[0].launch(
+            {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots, m.inv_freq.as<float>(),
+             m.attention_factor, eps, rows, c.num_heads, c.num_kv_heads, D, context},
+            s);
+        m.count("qk_norm_rope_cache", 2.0 * double(2 * rows * (QD + 2 * KVD)));
+      }
     } else {
       bf16* k = m.k.as<bf16>();
       bf16* v = m.v.as<bf16>();
@@ -619,13 +648,15 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           {k, v, k_cache, v_cache, positions, slots, rows, c.num_kv_heads, D, context, KVD, KVD}, s);
       m.count("kv_write", 2.0 * double(4 * rows * KVD));
     }
-    attention_args.k_cache = k_cache;
-    attention_args.v_cache = v_cache;
-    attention->launch(attention_args, s);
-    // K and V of every cached position (decode: each token's own context, bounded here by max_position).
-    m.count("attention", decode ? 2.0 * double(2 * KVD * (max_position + 1) * rows)
-                                : 2.0 * double(2 * KVD * (max_position + 1)),
-            attention->kernels_per_launch);
+    if (!attended) {
+      attention_args.k_cache = k_cache;
+      attention_args.v_cache = v_cache;
+      attention->launch(attention_args, s);
+      // K and V of every cached position (decode: each token's own context, bounded here by max_position).
+      m.count("attention", decode ? 2.0 * double(2 * KVD * (max_position + 1) * rows)
+                                  : 2.0 * double(2 * KVD * (max_position + 1)),
+              attention->kernels_per_launch);
+    }
     m.gemm("gemm_o", attn, L.wo, tmp, rows, H, QD);
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows == 1;
     if (o.fused) {

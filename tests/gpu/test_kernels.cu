@@ -921,6 +921,166 @@ TEST_F(GpuTest, AttentionPrefill) {
   for (const AttentionCase& c : cases) run_attention_case(runner, c);
 }
 
+// ---- 04 attention fused with QK-norm, RoPE and the cache store (decode) ----------------------------------
+struct QkvAttentionCase {
+  std::string name;
+  int64_t q_heads, kv_heads, head_dim;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> slots;  // empty: nullptr (slot 0)
+  int64_t num_slots, max_ctx;
+  bool required = false;
+  int64_t max_position = -1;     // -1: the largest position (else a looser, valid upper bound)
+  bool new_key_needle = false;   // q heads equal their kv head's new key: the new key dominates the softmax
+};
+
+// The reference is the unfused chain: rmsnorm + rope of q and of the new k (tests/gpu/reference.h), k and v into
+// the cache at (slot, position), then attention over keys [0, position]. Checked: the output (attention bounds),
+// the new cache rows (k within the QK-norm/RoPE bound, v exact) and every other cache row untouched.
+void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c) {
+  const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
+  const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
+  const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
+                            " head_dim=" + str(D) + " tokens=" + str(tokens);
+  const uint64_t seed = case_seed(label);
+  const float scale = 1.0f / std::sqrt(float(D));
+  const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
+
+  auto qkv = random_bf16(size_t(tokens * qkv_width), ref::mix_seed(seed, 1), -4.0f, 4.0f);  // q | k | v
+  auto q_norm = random_bf16(size_t(D), ref::mix_seed(seed, 2), 0.5f, 1.5f);
+  const auto k_norm = random_bf16(size_t(D), ref::mix_seed(seed, 3), 0.5f, 1.5f);
+  if (c.new_key_needle) {
+    q_norm = k_norm;
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < c.q_heads; ++h)
+        std::copy_n(qkv.begin() + t * qkv_width + (c.q_heads + h / group) * D, D,
+                    qkv.begin() + t * qkv_width + h * D);
+  }
+  // Earlier keys and values: magnitudes like normed, rotated ones. Rows at and past each token's position hold
+  // garbage: the new row must come from qkv, later rows must never be read.
+  auto k_cache = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 4), -1.5f, 1.5f);
+  auto v_cache = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 5), -4.0f, 4.0f);
+  const auto garbage = random_bf16(size_t(layout.size()), ref::mix_seed(seed, 6), -30.0f, 30.0f);
+  std::vector<int64_t> valid_rows(size_t(c.num_slots), 0);
+  for (size_t t = 0; t < c.positions.size(); ++t) {
+    const int64_t slot = c.slots.empty() ? 0 : c.slots[t];
+    valid_rows[size_t(slot)] = std::max(valid_rows[size_t(slot)], int64_t(c.positions[t]));
+  }
+  for (int64_t slot = 0; slot < c.num_slots; ++slot)
+    for (int64_t i = layout.row_offset(slot, valid_rows[size_t(slot)]); i < layout.row_offset(slot + 1, 0); ++i) {
+      k_cache[size_t(i)] = garbage[size_t(i)];
+      v_cache[size_t(i)] = garbage[size_t((i * 7 + 3) % layout.size())];
+    }
+
+  // Reference: q and the new k, v; the caches as the kernel must leave them.
+  const auto inv_freq = make_inv_freq(D, 1e6);
+  std::vector<uint16_t> q(size_t(tokens * c.q_heads * D));
+  std::vector<uint16_t> want_k = k_cache, want_v = v_cache;
+  std::vector<float> k_bound(size_t(layout.size()), 0.0f);
+  std::vector<float> cos(size_t(D / 2)), sin(size_t(D / 2)), mag(static_cast<size_t>(D));
+  std::vector<uint16_t> head(static_cast<size_t>(D));
+  for (int64_t t = 0; t < tokens; ++t) {
+    ref::rope_cos_sin(c.positions[size_t(t)], inv_freq, 1.0f, cos.data(), sin.data());
+    const uint16_t* row = qkv.data() + t * qkv_width;
+    const int64_t new_row = layout.row_offset(c.slots.empty() ? 0 : c.slots[size_t(t)], c.positions[size_t(t)]);
+    for (int64_t h = 0; h < c.q_heads + c.kv_heads; ++h) {
+      const bool is_q = h < c.q_heads;
+      ref::rmsnorm(row + h * D, (is_q ? q_norm : k_norm).data(), 1, D, kEps, head.data());
+      ref::rope_head(head.data(), D, cos.data(), sin.data(), mag.data());
+      const int64_t out = is_q ? (t * c.q_heads + h) * D : new_row + (h - c.q_heads) * D;
+      for (int64_t d = 0; d < D; ++d) {
+        (is_q ? q : want_k)[size_t(out + d)] = head[size_t(d)];
+        if (!is_q)
+          k_bound[size_t(out + d)] = float(kQkNormRopeTermTol * mag[size_t(d)] +
+                                           kRopeResultTol * std::fabs(ref::to_float(head[size_t(d)])));
+      }
+    }
+    std::copy_n(row + (c.q_heads + c.kv_heads) * D, c.kv_heads * D, want_v.begin() + new_row);
+  }
+  std::vector<float> exact(q.size()), weighted_abs(q.size());
+  ref::attention({tokens, c.q_heads, c.kv_heads, D, c.max_ctx, scale}, q.data(), want_k.data(), want_v.data(),
+                 c.positions, c.slots, exact.data(), weighted_abs.data());
+
+  const auto qkv_d = to_device(qkv);
+  const auto q_norm_d = to_device(q_norm), k_norm_d = to_device(k_norm);
+  const auto positions_d = to_device(c.positions);
+  const DeviceArray<int32_t> slots_d = to_device(c.slots);
+  const auto inv_freq_d = to_device(inv_freq);
+  DeviceArray<uint16_t> k_d(k_cache.size()), v_d(v_cache.size()), out_d(q.size()), q_scratch_d(q.size());
+  const int64_t workspace_floats = kernels::attention_workspace_floats(tokens, c.q_heads, D, c.max_ctx);
+  DeviceArray<float> workspace_d(size_t(std::max<int64_t>(workspace_floats, 1)));
+  const int64_t max_position =
+      c.max_position >= 0 ? c.max_position : *std::max_element(c.positions.begin(), c.positions.end());
+  const kernels::QkvAttentionArgs args{
+      {as_bf16(qkv_d), as_bf16(q_norm_d), as_bf16(k_norm_d), as_bf16(q_scratch_d), as_bf16(k_d), as_bf16(v_d),
+       positions_d.get(), c.slots.empty() ? nullptr : slots_d.get(), inv_freq_d.get(), 1.0f, kEps, tokens,
+       c.q_heads, c.kv_heads, D, c.max_ctx},
+      as_bf16(out_d),
+      max_position,
+      scale,
+      workspace_d.get()};
+  // Rows a version must not write hold their input values; check_cache wants them poison, so compare here.
+  auto check_cache_rows = [&](const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
+                              const std::vector<float>* bound, const char* what, const std::string& run_label) {
+    std::vector<uint8_t> is_new(size_t(c.num_slots * c.max_ctx), 0);
+    for (size_t t = 0; t < c.positions.size(); ++t)
+      is_new[size_t((c.slots.empty() ? 0 : c.slots[t]) * c.max_ctx + c.positions[t])] = 1;
+    Check check(what);
+    const int64_t row = c.kv_heads * D;
+    for (int64_t r = 0; r < c.num_slots * c.max_ctx; ++r)
+      for (int64_t i = r * row; i < (r + 1) * row; ++i) {
+        if (is_new[size_t(r)] && bound)
+          check.near(i, got[size_t(i)], ref::to_float(want[size_t(i)]), (*bound)[size_t(i)]);
+        else
+          check.exact(i, got[size_t(i)], want[size_t(i)]);
+      }
+    expect_ok(check, run_label);
+  };
+  runner.run(
+      label, args,
+      [&] {
+        k_d.upload(k_cache);
+        v_d.upload(v_cache);
+        out_d.poison();
+        q_scratch_d.poison();
+        workspace_d.poison();
+      },
+      [&](const std::string& run_label) {
+        const auto got = out_d.download();
+        Check check("out");
+        for (size_t i = 0; i < got.size(); ++i)
+          check.near(int64_t(i), got[i], exact[i],
+                     kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
+        expect_ok(check, run_label, kAttnFrobenius);
+        check_cache_rows(k_d.download(), want_k, &k_bound, "k_cache", run_label);
+        check_cache_rows(v_d.download(), want_v, nullptr, "v_cache", run_label);
+      },
+      c.required, {produced(qkv_d), produced(positions_d), produced(slots_d)});
+}
+
+TEST_F(GpuTest, QkvAttentionDecode) {
+  VersionRunner<kernels::QkvAttentionArgs> runner(kernels::qkv_attention_versions());
+  // Contexts around the fused version's cluster sizes (1 CTA up to 128 keys, 2 up to 256, ..., 8 past 1024) and
+  // its 64-key tiles.
+  const std::vector<QkvAttentionCase> cases = {
+      {"ctx=1", kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 1100, true},
+      {"ctx=64", kQHeads, kKvHeads, kHeadDim, {63}, {}, 1, 1100, true},
+      {"ctx=129", kQHeads, kKvHeads, kHeadDim, {128}, {}, 1, 1100, true},
+      {"ctx=1000", kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100, true},
+      {"ctx=8192", kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192, true},
+      {"ctx=3 loose max_position (empty CTAs)", kQHeads, kKvHeads, kHeadDim, {2}, {}, 1, 4100, true, 4000},
+      {"new key dominates ctx=200", kQHeads, kKvHeads, kHeadDim, {199}, {}, 1, 1100, true, -1, true},
+      {"new key dominates ctx=5000", kQHeads, kKvHeads, kHeadDim, {4999}, {}, 1, 5100, true, -1, true},
+      {"b=4 ctx 1/65/1025/4097", kQHeads, kKvHeads, kHeadDim, {0, 64, 1024, 4096}, {2, 0, 3, 1}, 4, 4200, true},
+      {"b=8 new key dominates", kQHeads, kKvHeads, kHeadDim, {4, 4095, 63, 64, 126, 127, 128, 255},
+       {7, 3, 5, 1, 0, 6, 2, 4}, 8, 4100, true, -1, true},
+      {"gqa=1", 8, 8, 128, {16, 999, 128}, {0, 1, 2}, 3, 1100},
+      {"gqa=8 (qwen3-32b)", 64, 8, 128, {16, 999, 128}, {0, 2, 1}, 3, 1100},
+      {"gqa=2 head_dim=64 (qwen3-0.6b-like)", 16, 8, 64, {16, 999, 300}, {1, 0, 2}, 3, 1100},
+      {"gqa=4 head_dim=64", 16, 4, 64, {0, 129, 1024}, {0, 1, 2}, 3, 1100, false, -1, true},
+  };
+  for (const QkvAttentionCase& c : cases) run_qkv_attention_case(runner, c);
+}
+
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
 TEST_F(GpuTest, SiluMulMatchesReference) {
   VersionRunner<SiluMulArgs> runner(kernels::silu_mul_versions());
