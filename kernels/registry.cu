@@ -51,6 +51,8 @@ void launch_qkv_attention_v0(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v0_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v1(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v1_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v2(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v2_supports(const QkvAttentionArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -148,6 +150,9 @@ const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
       {"v1_qkv_attention_cluster", "one kernel: K/V streamed by cp.async while QK-norm/RoPE run, CTA clusters "
                                    "merge split-KV partials through distributed shared memory (sm_90)",
        launch_qkv_attention_v1, qkv_attention_v1_supports},
+      {"v2_qkv_attention_mma", "v1 with q·Kᵀ and P·V on tensor cores (mma.sync m16n8k16, swizzled K/V tiles via "
+                               "ldmatrix), an 8-deep cp.async ring for long contexts",
+       launch_qkv_attention_v2, qkv_attention_v2_supports},
   };
   return v;
 }

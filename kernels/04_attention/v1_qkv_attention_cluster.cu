@@ -24,6 +24,7 @@
 #include <stdexcept>
 
 #include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/launch.cuh"
@@ -35,25 +36,12 @@ namespace qwen3::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / kWarpSize;
+[[maybe_unused]] constexpr int kWarps = kThreads / kWarpSize;  // unused in the sm_89 build (empty body)
 constexpr int kTileKeys = 64;
 constexpr int kStages = 4;
 constexpr int kMaxCluster = 8;          // the portable cluster size
 constexpr int kKeysPerCtaTarget = 128;  // up to this many keys a CTA handles alone: more CTAs only add the merge
 constexpr int kMaxKeysPerCta = 2048;    // scores live in shared memory: 8 CTAs x 2048 keys = context 16384
-
-struct Plan {
-  int cluster;   // CTAs per (token, kv head)
-  int keys_cap;  // score slots per CTA: >= ceil((max_position + 1) / cluster), a multiple of kTileKeys
-};
-
-Plan plan_for(int64_t max_position) {
-  const int64_t keys = max_position + 1;
-  int cluster = 1;
-  while (cluster < kMaxCluster && (keys + cluster - 1) / cluster > kKeysPerCtaTarget) cluster *= 2;
-  const int64_t per_cta = (keys + cluster - 1) / cluster;
-  return {cluster, int((per_cta + kTileKeys - 1) / kTileKeys * kTileKeys)};
-}
 
 // Dynamic shared memory, byte offsets. The ring is reused for the cross-key-group sum at the end.
 template <int kHeadDim, int kGroup>
@@ -289,7 +277,7 @@ void launch_group(const QkvAttentionArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const Plan plan = plan_for(a.max_position);
+  const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, kMaxCluster, kTileKeys);
   launch_clustered(qkv_attention_kernel<kHeadDim, kGroup>,
                    dim3(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens)), dim3(kThreads),
                    L::bytes(plan.keys_cap), stream, unsigned(plan.cluster), a, plan.keys_cap);
@@ -310,15 +298,6 @@ void launch_head_dim(const QkvAttentionArgs& a, cudaStream_t stream) {
   }
 }
 
-bool device_has_clusters() {
-  static const bool has = [] {
-    int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
-  }();
-  return has;
-}
-
 }  // namespace
 
 bool qkv_attention_v1_supports(const QkvAttentionArgs& a) {
@@ -328,7 +307,7 @@ bool qkv_attention_v1_supports(const QkvAttentionArgs& a) {
   if (p.tokens < 1 || p.tokens > 65535 || p.kv_heads > 65535) return false;
   if (a.max_position < 0 || a.max_position >= p.max_ctx) return false;
   if ((a.max_position + kMaxCluster) / kMaxCluster > kMaxKeysPerCta) return false;
-  return device_has_clusters();
+  return qkv_attention::device_has_clusters();
 }
 
 void launch_qkv_attention_v1(const QkvAttentionArgs& a, cudaStream_t stream) {

@@ -30,7 +30,7 @@ struct EngineOptions {
   std::string decode_attention = "v3_flash_decode_wide";
   // Decode attention with QK-norm, RoPE and the cache store fused in (kernels/registry.h qkv_attention_versions);
   // "off", or a shape it does not support (sm_89, contexts past 16K): qk_norm_rope_cache + decode_attention.
-  std::string decode_qkv_attention = "v1_qkv_attention_cluster";
+  std::string decode_qkv_attention = "v2_qkv_attention_mma";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
   std::string sample = "v1_sample_topk";
   std::string prefill_attention = "v0_attention";

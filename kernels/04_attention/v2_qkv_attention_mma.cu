@@ -1,0 +1,343 @@
+// v2_qkv_attention_mma: v1_qkv_attention_cluster with the two products on tensor cores. Nsight Compute on v1 at
+// context 8192 (64 CTAs, one per SM) showed a warp issuing every 5 cycles and DRAM at 15%: the kernel was bound by
+// instructions, ~4,000 warp-instructions per 64-key tile (16 lanes per key, a 4-level shuffle tree per q head for
+// every score, 8 FMAs per V element per head), not by memory. Here a 64-key tile costs each warp one n-tile of
+// q·Kᵀ (8 mma.sync m16n8k16 over head_dim 128) and one 16-dim slice of P·V (8 more): ~10x fewer instructions.
+//
+// Layout of the products (rows = the GQA group's q heads, at most 8 of the 16 rows of an m16n8k16 tile):
+//  * S = Q Kᵀ: A = Q (bf16, built in registers once: rows >= group are zero), B = a K tile read with ldmatrix
+//    (key rows are the "col" operand as stored). Scores go to shared memory in fp32, scaled.
+//  * After the last K tile: an exact softmax per q head over the CTA's keys; P = bf16(exp(s - max)) (the bf16
+//    rounding of P the attention bound allows), and the sum is taken over the rounded values it is used with.
+//  * O = P V: A = P from shared memory (rows padded by 8 bf16 so the 8 rows hit disjoint banks), B = a V tile read
+//    with ldmatrix.trans. Each warp owns head_dim / 8 output columns: no cross-warp reduction.
+//  * K/V tiles are stored with 16-byte chunk c of key k at chunk c ^ (k % 8), so the 8 rows of every ldmatrix
+//    land in 8 different bank groups.
+// The pipeline, the QK-norm/RoPE prologue, the new key's handling and the cluster merge are v1's; the new key's
+// row is written into its tile in shared memory (it is never loaded from the cache).
+// PRECOND (decode): one token per cache slot; positions[t] < max_ctx; q_heads / kv_heads <= 8.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <stdexcept>
+
+#include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/qkv_attention.cuh"
+#include "kernels/common/check.h"
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+[[maybe_unused]] constexpr int kWarps = kThreads / kWarpSize;  // unused in the sm_89 build (empty body)
+constexpr int kTileKeys = 64;  // one n-tile of 8 keys per warp in q·Kᵀ
+constexpr int kMaxGroup = 8;   // q heads per kv head: rows 0..7 of the m16n8k16 A operand
+constexpr int kMaxCluster = 8;
+constexpr int kKeysPerCtaTarget = 128;
+constexpr int kMaxKeysPerCta = 2048;
+constexpr size_t kMaxSmem = 227 * 1024;
+
+// ldmatrix .trans, two 8x8 b16 matrices: lanes 0-15 give the row addresses (rows of matrix i/8).
+[[maybe_unused]] __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem_row_ptr) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row_ptr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
+
+// Element offset of (key, chunk) in a swizzled (kTileKeys, kHeadDim) tile: 16-byte chunk c of key k at c ^ (k%8).
+template <int kHeadDim>
+__device__ __forceinline__ int swizzled(int key, int chunk) {
+  return key * kHeadDim + ((chunk ^ (key & 7)) * 8);
+}
+
+// Dynamic shared memory, byte offsets. keys_cap and group are per launch.
+template <int kHeadDim, int kStages>
+struct Layout {
+  static constexpr int kTileElems = kTileKeys * kHeadDim;
+  static constexpr size_t kRingBytes = size_t(kStages) * kTileElems * 2;
+  static constexpr size_t kQ = kRingBytes;                               // bf16 (kMaxGroup, kHeadDim)
+  static constexpr size_t kNew = kQ + size_t(kMaxGroup) * kHeadDim * 2;  // bf16 (2, kHeadDim): new k, new v
+  static constexpr size_t kPartial = kNew + 2 * kHeadDim * 2;            // float (kMaxGroup, kHeadDim), max, sum
+  static constexpr size_t kScores = kPartial + (size_t(kMaxGroup) * kHeadDim + 2 * kMaxGroup) * 4;
+  static constexpr int p_stride(int keys_cap) { return keys_cap + 8; }  // bf16 P rows, padded
+  static constexpr size_t p_offset(int keys_cap, int group) { return kScores + size_t(group) * keys_cap * 4; }
+  static constexpr size_t bytes(int keys_cap, int group) {
+    return p_offset(keys_cap, group) + size_t(group) * p_stride(keys_cap) * 2;
+  }
+};
+
+template <int kHeadDim, int kStages>
+__global__ void __launch_bounds__(kThreads) qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using L = Layout<kHeadDim, kStages>;
+  constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks per K/V row
+  constexpr int kPerLane = kHeadDim / 64, kHalf = kHeadDim / 2;
+  constexpr int kKSteps = kHeadDim / 16;          // q·Kᵀ reduction steps
+  constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
+  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* ring = reinterpret_cast<bf16*>(smem);
+  bf16* q_s = reinterpret_cast<bf16*>(smem + L::kQ);
+  bf16* new_kv = reinterpret_cast<bf16*>(smem + L::kNew);
+  float* partial = reinterpret_cast<float*>(smem + L::kPartial);
+  float* stat_max = partial + kMaxGroup * kHeadDim;
+  float* stat_sum = stat_max + kMaxGroup;
+  float* scores = reinterpret_cast<float*>(smem + L::kScores);  // (group, keys_cap)
+
+  pdl_launch_dependents();
+  pdl_wait();  // qkv comes from the previous kernel, the cached rows from earlier steps
+
+  const QkNormRopeCacheArgs& p = a.prep;
+  const int group = int(p.q_heads / p.kv_heads);
+  bf16* p_s = reinterpret_cast<bf16*>(smem + L::p_offset(keys_cap, group));  // (group, keys_cap + 8)
+  const int p_stride = L::p_stride(keys_cap);
+  const int split = blockIdx.x, splits = gridDim.x, kv_head = blockIdx.y, token = blockIdx.z;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
+  const int32_t position = p.positions[token];
+  const int chunk = (position + splits) / splits;  // ceil((position + 1) / splits)
+  const int key0 = split * chunk;
+  const int n_keys = max(0, min(chunk, position + 1 - key0));
+  const bool owner = key0 <= position && position < key0 + chunk;
+  const int new_key = owner ? n_keys - 1 : -1;  // local index of the new key: the owner's last
+  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
+  const int64_t slot = p.slots ? p.slots[token] : 0;
+  const int64_t row_stride = p.kv_heads * kHeadDim;
+  const int64_t first_row = (slot * p.max_ctx + min(key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
+  const bf16* k_rows = p.k_cache + first_row;
+  const bf16* v_rows = p.v_cache + first_row;
+
+  // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
+  auto issue = [&](int i) {
+    if (i < 2 * tiles) {
+      const bool is_v = i >= tiles;
+      const int first = (is_v ? i - tiles : i) * kTileKeys;
+      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;
+      bf16* dst = ring + (i % kStages) * L::kTileElems;
+      for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+        const int key = c / kChunks, piece = c % kChunks;
+        const bool load = first + key < n_keys && first + key != new_key;
+        cp_async_16B_zfill(dst + swizzled<kHeadDim>(key, piece),
+                           load ? src + int64_t(key) * row_stride + piece * 8 : src, load ? 16 : 0);
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+
+  // QK-norm + RoPE: warps [0, group) the group's q heads; on the owner, one more the new key, one the value.
+  const int64_t qkv_width = (p.q_heads + 2 * p.kv_heads) * kHeadDim;
+  const bf16* qkv_row = p.qkv + int64_t(token) * qkv_width;
+  const int64_t new_row = (slot * p.max_ctx + position) * row_stride + int64_t(kv_head) * kHeadDim;
+  for (int job = warp; job < group + (owner ? 2 : 0); job += kWarps) {
+    if (job <= group) {
+      const bool is_q = job < group;
+      const int64_t head = is_q ? int64_t(kv_head) * group + job : p.q_heads + kv_head;
+      float lo[kPerLane], hi[kPerLane];
+      qk_norm_rope_warp<kPerLane>(qkv_row + head * kHeadDim, is_q ? p.q_norm : p.k_norm, p.eps, position,
+                                  p.inv_freq, p.attention_factor, lo, hi);
+      bf16* dst = is_q ? q_s + job * kHeadDim : new_kv;
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        const int i = lane * kPerLane + e;
+        dst[i] = __float2bfloat16_rn(lo[e]);
+        dst[i + kHalf] = __float2bfloat16_rn(hi[e]);
+        if (!is_q) {
+          p.k_cache[new_row + i] = dst[i];
+          p.k_cache[new_row + i + kHalf] = dst[i + kHalf];
+        }
+      }
+    } else {  // the new value: copied as is
+      const bf16* src = qkv_row + (p.q_heads + p.kv_heads + kv_head) * kHeadDim;
+      for (int i = lane; i < kHeadDim; i += kWarpSize) {
+        p.v_cache[new_row + i] = src[i];
+        new_kv[kHeadDim + i] = src[i];
+      }
+    }
+  }
+  if (n_keys == 0 && threadIdx.x < group) {  // an empty CTA (tiny context): weight 0 in the merge
+    stat_max[threadIdx.x] = -FLT_MAX;
+    stat_sum[threadIdx.x] = 0.0f;
+  }
+  __syncthreads();
+
+  // Q as the A operand of every q·Kᵀ step: row gid = q head gid (zero past the group), rows 8-15 zero.
+  uint32_t q_frag[kKSteps][2];
+#pragma unroll
+  for (int s = 0; s < kKSteps; ++s) {
+    const bool valid = gid < group;
+    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
+    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
+  }
+  float o_acc[kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles)
+
+  for (int i = 0; i < 2 * tiles; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i is in for every thread, and every thread is done with tile i - 1's slot
+    issue(i + kStages - 1);
+    bf16* tile = ring + (i % kStages) * L::kTileElems;
+    const bool is_v = i >= tiles;
+    const int first = (is_v ? i - tiles : i) * kTileKeys;
+    if (new_key >= first && new_key < first + kTileKeys) {  // the new row goes into its tile (CTA-uniform)
+      const int key = new_key - first;
+      for (int piece = threadIdx.x; piece < kChunks; piece += kThreads)
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, piece)) =
+            *reinterpret_cast<const uint4*>(new_kv + (is_v ? kHeadDim : 0) + piece * 8);
+      __syncthreads();
+    }
+    if (!is_v) {  // S[g][key] for this warp's 8 keys: 8 rows x 8 keys x head_dim
+      float s_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
+#pragma unroll
+      for (int s = 0; s < kKSteps; s += 2) {
+        uint32_t b[4];  // chunks 2s, 2s+1 (step s) and 2s+2, 2s+3 (step s+1) of the 8 keys
+        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
+        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
+        mma_bf16_16816(s_acc, a0, b0);
+        mma_bf16_16816(s_acc, a1, b1);
+      }
+      const int local = first + warp * 8 + tig * 2;  // s_acc[0..1]: q head gid, keys local, local + 1
+      if (gid < group) {
+        if (local < n_keys) scores[gid * keys_cap + local] = s_acc[0] * a.scale;
+        if (local + 1 < n_keys) scores[gid * keys_cap + local + 1] = s_acc[1] * a.scale;
+      }
+    } else {
+      if (i == tiles) {  // every score is in (the barrier above): P = bf16(exp(s - max)) per q head
+        for (int g = warp; g < group; g += kWarps) {
+          float m = -FLT_MAX;
+          for (int key = lane; key < n_keys; key += kWarpSize) m = fmaxf(m, scores[g * keys_cap + key]);
+          m = warp_max(m);
+          float sum = 0.0f;
+          for (int key = lane; key < tiles * kTileKeys; key += kWarpSize) {
+            const bf16 e = __float2bfloat16_rn(key < n_keys ? expf(scores[g * keys_cap + key] - m) : 0.0f);
+            p_s[g * p_stride + key] = e;
+            sum += __bfloat162float(e);
+          }
+          sum = warp_sum(sum);
+          if (lane == 0) {
+            stat_max[g] = m;
+            stat_sum[g] = sum;
+          }
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int j = 0; j < kTileKeys / 16; ++j) {  // 16 keys per step
+        const int kb = first + 16 * j;
+        const bool valid = gid < group;
+        const uint32_t pa[4] = {
+            valid ? *reinterpret_cast<const uint32_t*>(p_s + gid * p_stride + kb + tig * 2) : 0u, 0u,
+            valid ? *reinterpret_cast<const uint32_t*>(p_s + gid * p_stride + kb + 8 + tig * 2) : 0u, 0u};
+        const int key = 16 * j + lane % 16;  // lanes 0-15: rows of the two 8x8 matrices (keys +0..7, +8..15)
+#pragma unroll
+        for (int t = 0; t < kDimTiles; ++t) {
+          uint32_t b[2];
+          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
+          mma_bf16_16816(o_acc[t], pa, b);
+        }
+      }
+    }
+  }
+
+  // This CTA's unnormalized output: o_acc[t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
+  if (gid < group)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
+      partial[gid * kHeadDim + col] = o_acc[t][0];
+      partial[gid * kHeadDim + col + 1] = o_acc[t][1];
+    }
+  bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * kHeadDim;  // (group, kHeadDim)
+  if (splits == 1) {
+    __syncthreads();
+    for (int o = threadIdx.x; o < group * kHeadDim; o += kThreads)
+      out[o] = __float2bfloat16_rn(partial[o] / stat_sum[o / kHeadDim]);
+    cp_async_wait<0>();
+    return;
+  }
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's partial output and statistics are complete and visible to the cluster
+  const int share = (group * kHeadDim + splits - 1) / splits;
+  const int end = min(group * kHeadDim, (split + 1) * share);
+  for (int o = split * share + threadIdx.x; o < end; o += kThreads) {
+    const int g = o / kHeadDim;
+    float m = -FLT_MAX;
+    for (int s = 0; s < splits; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);
+    float total = 0.0f, value = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = expf(cluster.map_shared_rank(stat_max, s)[g] - m);
+      total += cluster.map_shared_rank(stat_sum, s)[g] * w;
+      value += cluster.map_shared_rank(partial, s)[o] * w;
+    }
+    out[o] = __float2bfloat16_rn(value / total);
+  }
+  cp_async_wait<0>();
+  cluster.sync();  // this CTA's shared memory stays alive until every CTA of the cluster has read it
+#endif
+}
+
+template <int kHeadDim, int kStages>
+void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int group,
+                   cudaStream_t stream) {
+  using L = Layout<kHeadDim, kStages>;
+  // The opt-in limit is raised only as far as a launch needs: set to the 227 KB maximum, the short-context launches
+  // (74 KB) ran 0.25 ms per decode step slower in the engine than v1 did, though faster in isolation.
+  static std::atomic<size_t> configured{0};
+  const size_t bytes = L::bytes(plan.keys_cap, group);
+  if (bytes > configured.load()) {
+    CUDA_CHECK(cudaFuncSetAttribute(qkv_attention_mma_kernel<kHeadDim, kStages>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    configured.store(bytes);
+  }
+  launch_clustered(qkv_attention_mma_kernel<kHeadDim, kStages>,
+                   dim3(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens)), dim3(kThreads),
+                   bytes, stream, unsigned(plan.cluster), a, plan.keys_cap);
+}
+
+// An 8-deep ring (7 tiles in flight) wherever it fits in shared memory, also for short contexts that never fill
+// it: at ~140 KB a CTA has its SM to itself. In the decode graph the CTAs launch (PDL) while the QKV GEMV still
+// holds most SMs, and the 4-deep ring's 74 KB let two or three of a cluster's CTAs pack onto one SM: 0.25-0.3 ms
+// per decode step slower at contexts 128-600 on the H200 (4.472 vs 4.149 ms at 128), though faster in isolation.
+template <int kHeadDim>
+void launch_head_dim(const QkvAttentionArgs& a, cudaStream_t stream) {
+  const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, kMaxCluster, kTileKeys);
+  const int group = int(a.prep.q_heads / a.prep.kv_heads);
+  if (Layout<kHeadDim, 8>::bytes(plan.keys_cap, group) <= kMaxSmem) {
+    launch_stages<kHeadDim, 8>(a, plan, group, stream);
+  } else {
+    launch_stages<kHeadDim, 4>(a, plan, group, stream);
+  }
+}
+
+}  // namespace
+
+bool qkv_attention_v2_supports(const QkvAttentionArgs& a) {
+  const QkNormRopeCacheArgs& p = a.prep;
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
+  if (p.tokens < 1 || p.tokens > 65535 || p.kv_heads > 65535) return false;
+  if (a.max_position < 0 || a.max_position >= p.max_ctx) return false;
+  if ((a.max_position + kMaxCluster) / kMaxCluster > kMaxKeysPerCta) return false;
+  return qkv_attention::device_has_clusters();
+}
+
+void launch_qkv_attention_v2(const QkvAttentionArgs& a, cudaStream_t stream) {
+  if (a.prep.head_dim == 128) {
+    launch_head_dim<128>(a, stream);
+  } else {
+    launch_head_dim<64>(a, stream);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels
