@@ -49,8 +49,11 @@ using kernels::DeviceSampling;
 using kernels::EmbeddingArgs;
 using kernels::GateUpSwigluArgs;
 using kernels::GemmArgs;
+using kernels::GemvResidualArgs;
 using kernels::KernelVersion;
 using kernels::KvWriteArgs;
+using kernels::NormGateUpSwigluArgs;
+using kernels::NormGemvArgs;
 using kernels::QkNormRopeCacheArgs;
 using kernels::QkvAttentionArgs;
 using kernels::RmsnormArgs;
@@ -1047,6 +1050,104 @@ std::vector<Timed<GateUpSwigluArgs>> gate_up_swiglu_candidates() {
   return candidates;
 }
 
+// ---- decode GEMVs with the residual add and the RMSNorm folded in ---------------------------------------
+// Decode only (1..8 tokens): the residual GEMV at the O and down projections, the norm GEMVs at QKV and
+// gate|up. Their baseline is the first listed version (v7, v8, v4). Bytes: activations, weights and norm
+// weight read, the residual read (and written back by the residual op), outputs written; the norm ops also
+// count the partial sums they read (v7's partial count, as the engine passes it), the residual op leaves out
+// the few it writes.
+constexpr float kResidualMeanSquare = 16.0f / 3.0f;  // of uniform values in [-4, 4]
+
+// Σ residual² per token as a residual GEMV would leave it: all of it in partial 0, zeros up to the count.
+std::vector<float> norm_partials_for(int64_t m, int64_t k) {
+  std::vector<float> p(size_t(m * kernels::kMaxNormPartials), 0.0f);
+  for (int64_t t = 0; t < m; ++t) p[size_t(t * kernels::kMaxNormPartials)] = float(k) * kResidualMeanSquare;
+  return p;
+}
+
+std::vector<Shape<GemvResidualArgs>> gemv_residual_shapes() {
+  std::vector<Shape<GemvResidualArgs>> shapes;
+  for (const TokenCount& tc : token_counts()) {
+    if (tc.regime != "decode") continue;
+    for (const Projection& p : {kProjections[1], kProjections[3]}) {  // o, down
+      const int64_t m = tc.tokens, n = p.n, k = p.k;
+      auto s = make_shape<GemvResidualArgs>(
+          tc.regime,
+          std::string(p.name) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
+          {{"projection", p.name}, {"m", m}, {"n", n}, {"k", k}});
+      s.bytes = 2.0 * (double(m * k) + double(n * k) + 2.0 * double(m * n));
+      s.flops = 2.0 * double(m) * double(n) * double(k);
+      s.headline = tc.headline;
+      s.buffers = {random_bf16("x", m * k, -2, 2), random_bf16("w", n * k, -0.05f, 0.05f),
+                   random_bf16("residual", m * n, -4, 4, Role::kInOut),  // (m, n) updated in place
+                   scratch("norm_partials", size_t(m * kernels::kMaxNormPartials) * 4, false)};
+      s.bind = [m, n, k](const std::vector<void*>& ptr) {
+        return GemvResidualArgs{
+            as<bf16>(ptr[0]), as<bf16>(ptr[1]), as<bf16>(ptr[2]), as<float>(ptr[3]), m, n, k};
+      };
+      shapes.push_back(std::move(s));
+    }
+  }
+  return shapes;
+}
+
+std::vector<Shape<NormGemvArgs>> norm_gemv_shapes() {
+  std::vector<Shape<NormGemvArgs>> shapes;
+  for (const TokenCount& tc : token_counts()) {
+    if (tc.regime != "decode") continue;
+    const Projection& p = kProjections[0];  // qkv
+    const int64_t m = tc.tokens, n = p.n, k = p.k, count = kernels::gemv_residual_partials(m, k);
+    auto s = make_shape<NormGemvArgs>(
+        tc.regime,
+        std::string(p.name) + " " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
+        {{"projection", p.name}, {"m", m}, {"n", n}, {"k", k}, {"partial_count", count}});
+    s.bytes = 2.0 * (double(m * k) + double(k) + double(n * k) + double(m * n)) + 4.0 * double(m * count);
+    s.flops = 2.0 * double(m) * double(n) * double(k);
+    s.headline = tc.headline;
+    s.buffers = {random_bf16("residual", m * k, -4, 4), host_values("norm_partials", norm_partials_for(m, k)),
+                 random_bf16("norm_weight", k, 0.5f, 1.5f), random_bf16("w", n * k, -0.05f, 0.05f),
+                 output("y", m * n)};
+    s.bind = [m, n, k, count](const std::vector<void*>& ptr) {
+      return NormGemvArgs{as<bf16>(ptr[0]),
+                          as<float>(ptr[1]),
+                          count,
+                          as<bf16>(ptr[2]),
+                          kEps,
+                          as<bf16>(ptr[3]),
+                          as<bf16>(ptr[4]),
+                          m,
+                          n,
+                          k};
+    };
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+std::vector<Shape<NormGateUpSwigluArgs>> norm_gate_up_swiglu_shapes() {
+  std::vector<Shape<NormGateUpSwigluArgs>> shapes;
+  for (const TokenCount& tc : token_counts()) {
+    if (tc.regime != "decode") continue;
+    const int64_t m = tc.tokens, k = kHidden, count = kernels::gemv_residual_partials(m, k);
+    auto s = make_shape<NormGateUpSwigluArgs>(
+        tc.regime, std::to_string(m) + "x" + std::to_string(2 * kInter) + "x" + std::to_string(k),
+        {{"m", m}, {"inter", kInter}, {"k", k}, {"partial_count", count}});
+    s.bytes = 2.0 * (double(m * k) + double(k) + double(2 * kInter * k) + double(m * kInter)) +
+              4.0 * double(m * count);
+    s.flops = 2.0 * double(m) * double(2 * kInter) * double(k);
+    s.headline = tc.headline;
+    s.buffers = {random_bf16("residual", m * k, -4, 4), host_values("norm_partials", norm_partials_for(m, k)),
+                 random_bf16("norm_weight", k, 0.5f, 1.5f),
+                 random_bf16("w_gate_up", 2 * kInter * k, -0.05f, 0.05f), output("out", m * kInter)};
+    s.bind = [m, k, count](const std::vector<void*>& ptr) {
+      return NormGateUpSwigluArgs{as<bf16>(ptr[0]), as<float>(ptr[1]), count, as<bf16>(ptr[2]), kEps,
+                                  as<bf16>(ptr[3]), as<bf16>(ptr[4]),  m,     kInter,           k};
+    };
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
 std::vector<Shape<AddArgs>> add_shapes() {
   std::vector<Shape<AddArgs>> shapes;
   for (const TokenCount& tc : token_counts()) {
@@ -1328,7 +1429,8 @@ int main(int argc, char** argv) {
   using namespace qwen3::bench;
   const std::vector<std::string> all_ops = {
       "embedding", "rmsnorm",   "add_rmsnorm", "gemm",           "rope", "qk_norm_rope_cache",
-      "kv_write",  "attention", "qkv_attention", "silu_mul", "gate_up_swiglu", "add", "sample"};
+      "kv_write",  "attention", "qkv_attention", "silu_mul", "gate_up_swiglu", "add", "sample",
+      "gemv_residual", "norm_gemv", "norm_gate_up_swiglu"};
   CLI::App app{"bench_runner: every kernel version at Qwen3-8B shapes, decode and prefill"};
   Context ctx;
   Options& o = ctx.options;
@@ -1391,6 +1493,9 @@ int main(int argc, char** argv) {
     show("gate_up_swiglu", qwen3::kernels::gate_up_swiglu_versions());
     show("add", qwen3::kernels::add_versions());
     show("sample", qwen3::kernels::sample_versions());
+    show("gemv_residual", qwen3::kernels::gemv_residual_versions());
+    show("norm_gemv", qwen3::kernels::norm_gemv_versions());
+    show("norm_gate_up_swiglu", qwen3::kernels::norm_gate_up_swiglu_versions());
     return 0;
   }
 
@@ -1430,6 +1535,9 @@ int main(int argc, char** argv) {
   const auto gate_up = gate_up_swiglu_shapes();
   const auto add = add_shapes();
   const auto sample = sample_shapes();
+  const auto gemv_residual = gemv_residual_shapes();
+  const auto norm_gemv = norm_gemv_shapes();
+  const auto norm_gate_up = norm_gate_up_swiglu_shapes();
   for (const char* regime : {"decode", "prefill"}) {
     if (o.regime != "all" && o.regime != regime) continue;
     // The ops of a decode step in the order the engine runs them.
@@ -1448,6 +1556,12 @@ int main(int argc, char** argv) {
     run_op(ctx, "gate_up_swiglu", regime, gate_up_swiglu_candidates(), gate_up);
     run_op(ctx, "add", regime, registry_candidates(qwen3::kernels::add_versions()), add);
     run_op(ctx, "sample", regime, registry_candidates(qwen3::kernels::sample_versions()), sample);
+    // The fused decode GEMVs (decode shapes only).
+    run_op(ctx, "norm_gemv", regime, registry_candidates(qwen3::kernels::norm_gemv_versions()), norm_gemv);
+    run_op(ctx, "gemv_residual", regime, registry_candidates(qwen3::kernels::gemv_residual_versions()),
+           gemv_residual);
+    run_op(ctx, "norm_gate_up_swiglu", regime,
+           registry_candidates(qwen3::kernels::norm_gate_up_swiglu_versions()), norm_gate_up);
   }
   print_summary(ctx);
   write_document(ctx, true, "");

@@ -166,6 +166,9 @@ struct GemvResidualArgs {
 };
 // How many partials per token one launch leaves (its block count).
 int64_t gemv_residual_partials(int64_t m, int64_t n);
+// The same for v9_gemv_residual_tma: its grid, one CTA per SM of the current device for every shape (CTAs left
+// without rows when n < SMs write 0). Pass it as the next norm GEMV's partial_count after a v9 launch.
+int64_t gemv_residual_tma_partials(int64_t m, int64_t n);
 
 struct NormGemvArgs {
   const bf16* residual;        // (m, k): the hidden state

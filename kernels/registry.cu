@@ -61,6 +61,14 @@ void launch_gemm_v6(const GemmArgs&, cudaStream_t);
 bool gemm_v6_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v3(const GateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs&);
+void launch_gemm_v9(const GemmArgs&, cudaStream_t);
+bool gemm_v9_supports(const GemmArgs&);
+void launch_gemv_residual_v9(const GemvResidualArgs&, cudaStream_t);
+bool gemv_residual_v9_supports(const GemvResidualArgs&);
+void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v9_supports(const NormGemvArgs&);
+void launch_gate_up_swiglu_norm_v5(const NormGateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_norm_v5_supports(const NormGateUpSwigluArgs&);
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
   static const std::vector<KernelVersion<EmbeddingArgs>> v{
@@ -102,6 +110,8 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
        launch_gemm_v5, gemm_v5_supports},
       {"v6_gemv_l2_prefetch", "decode: v5 + bulk L2 prefetch of the weights before the PDL wait",
        launch_gemm_v6, gemm_v6_supports},
+      {"v9_gemv_tma", "decode, sm_90: CTA per SM, TMA bulk-copy ring of its rows filled before the PDL wait",
+       launch_gemm_v9, gemm_v9_supports},
   };
   return v;
 }
@@ -183,6 +193,8 @@ const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions() {
   static const std::vector<KernelVersion<GemvResidualArgs>> v{
       {"v7_gemv_residual", "residual add in the GEMV epilogue, per-block sums of squares for the next norm",
        launch_gemv_residual_v7, gemv_residual_v7_supports},
+      {"v9_gemv_residual_tma", "v7 on v9_gemv_tma's persistent TMA ring (sm_90); one partial per SM",
+       launch_gemv_residual_v9, gemv_residual_v9_supports},
   };
   return v;
 }
@@ -191,6 +203,8 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
   static const std::vector<KernelVersion<NormGemvArgs>> v{
       {"v8_gemv_norm", "RMSNorm of the residual into shared memory in the GEMV prologue", launch_gemv_norm_v8,
        gemv_norm_v8_supports},
+      {"v9_gemv_norm_tma", "v8 on v9_gemv_tma's persistent TMA ring (sm_90): weights in flight during the norm",
+       launch_gemv_norm_v9, gemv_norm_v9_supports},
   };
   return v;
 }
@@ -199,6 +213,8 @@ const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_vers
   static const std::vector<KernelVersion<NormGateUpSwigluArgs>> v{
       {"v4_gate_up_swiglu_norm", "v2_gate_up_swiglu with the post-attention RMSNorm in the prologue",
        launch_gate_up_swiglu_norm_v4, gate_up_swiglu_norm_v4_supports},
+      {"v5_gate_up_swiglu_norm_tma", "v4 on v9_gemv_tma's persistent TMA ring (sm_90): gate and up rows per slot",
+       launch_gate_up_swiglu_norm_v5, gate_up_swiglu_norm_v5_supports},
   };
   return v;
 }

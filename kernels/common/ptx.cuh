@@ -1,4 +1,5 @@
-// Inline PTX wrappers, each with the hardware reason it exists. Valid on sm_80 and later (sm_89, sm_90a).
+// Inline PTX wrappers, each with the hardware reason it exists. Valid on sm_80 and later (sm_89, sm_90a); the TMA /
+// mbarrier group is sm_90 only and compiles to nothing below.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,87 @@ __device__ __forceinline__ uint4 load_nc_16B(const void* ptr) {
 __device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(bytes) : "memory");
+#endif
+}
+
+// ---- TMA bulk copies and mbarriers (sm_90; every wrapper compiles to nothing below, where the kernels using them
+// are empty and their supports() is false). A bulk copy moves one contiguous span global -> shared without any
+// thread touching it: a single thread keeps tens of KB of weights in flight, so the loads start the moment a CTA
+// is resident (before the PDL wait) and do not hold registers. Completion is counted in bytes on an mbarrier.
+// PRECOND (bulk copy): both addresses 16-byte aligned, bytes a multiple of 16, bytes per mbarrier phase < 2^20.
+
+// The shared-memory window address of a generic pointer into shared memory (what the PTX operands take).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// One-time setup by one thread: `arrivals` arrive() calls (plus the expected bytes) complete each phase.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
+#endif
+}
+
+// Makes the mbarrier.init above visible to the async proxy (the bulk copies' complete_tx) before first use.
+__device__ __forceinline__ void fence_mbarrier_init() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
+// Arrives once and adds `bytes` to the transaction count the current phase waits for.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Blocks until the phase of parity `parity` (0 for the barrier's 1st, 3rd, ... phase) has completed; acquire, so
+// the bytes a bulk copy delivered are visible afterwards. try_wait suspends the thread for a while in hardware
+// instead of spinning on the issue slots.
+__device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = smem_u32(bar);
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+// Bulk copy global -> this CTA's shared memory, completing `bytes` on `bar`, with an L2 policy (evict-first for
+// weights streamed once). The shared::cluster destination is this CTA's own window (no cluster launch needed).
+__device__ __forceinline__ void bulk_copy_g2s(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
+                                              uint64_t policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(smem_u32(smem_dst)),
+      "l"(gmem_src), "r"(bytes), "r"(smem_u32(bar)), "l"(policy)
+      : "memory");
+#endif
+}
+
+// True in exactly one lane of a converged warp (elect.sync): the issuing thread of a single-thread producer
+// without a divergent lane-id branch. Below sm_90: lane 0.
+__device__ __forceinline__ bool elect_one_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t elected = 0;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "elect.sync _|p, 0xffffffff;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(elected));
+  return elected != 0;
+#else
+  return (threadIdx.x % 32) == 0;
 #endif
 }
 

@@ -67,6 +67,7 @@ void register_bench(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
+    std::string norm_gemv, residual_gemv, norm_gate_up;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::vector<std::string> skip;
   };
@@ -92,6 +93,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--decode-attention", o->decode_attention, "Override the decode attention version");
   cmd->add_option("--qkv-attention", o->decode_qkv_attention,
                   "Override the fused decode attention (QK-norm + RoPE + cache + attention) version, or off");
+  cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
+  cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
+  cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
   cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
@@ -109,6 +113,9 @@ void register_bench(CLI::App& app) {
     if (!o->decode_gemm.empty()) options.decode_gemm = options.decode_gemm_batched = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
     if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
+    if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
+    if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
+    if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
     if (o->pdl) options.pdl = *o->pdl;
     if (o->graph) options.cuda_graph = *o->graph;
@@ -196,6 +203,9 @@ void register_bench(CLI::App& app) {
                                            : (o->batch == 1 ? options.decode_gemm : options.decode_gemm_batched);
     j["decode_attention"] = options.decode_attention;
     j["qkv_attention"] = options.decode_qkv_attention;
+    j["norm_gemv"] = options.norm_gemv;
+    j["residual_gemv"] = options.residual_gemv;
+    j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 #include "core/error.h"
 #include "engine/device_buffer.h"
@@ -208,6 +209,9 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
   const KernelVersion<kernels::QkvAttentionArgs>* decode_qkv_attention = nullptr;  // nullptr: off
+  const KernelVersion<kernels::NormGemvArgs>* norm_gemv = nullptr;
+  const KernelVersion<kernels::GemvResidualArgs>* residual_gemv = nullptr;
+  const KernelVersion<kernels::NormGateUpSwigluArgs>* norm_gate_up = nullptr;
   const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
   const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
   const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu = nullptr;
@@ -295,6 +299,9 @@ void CudaEngine::init() {
   m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
   m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
   m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);
+  m.norm_gemv = &kernels::find_version(kernels::norm_gemv_versions(), options_.norm_gemv);
+  m.residual_gemv = &kernels::find_version(kernels::gemv_residual_versions(), options_.residual_gemv);
+  m.norm_gate_up = &kernels::find_version(kernels::norm_gate_up_swiglu_versions(), options_.norm_gate_up);
   if (options_.decode_qkv_attention != "off")
     m.decode_qkv_attention = &kernels::find_version(kernels::qkv_attention_versions(), options_.decode_qkv_attention);
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
@@ -582,12 +589,26 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     float* partials = m.norm_partials.as<float>();
     int64_t partial_count = 1;
     const auto kept = [&](const char* what) { return o.skip_launches.count(what) == 0; };
+    const auto launch_or_first = [&]<class Args>(const KernelVersion<Args>* chosen,
+                                                 const std::vector<KernelVersion<Args>>& versions,
+                                                 const std::type_identity_t<Args>& args) {
+      (chosen->supports && !chosen->supports(args) ? &versions[0] : chosen)->launch(args, s);
+    };
+    // Launches the residual GEMV; returns how many partial sums of squares per token it left for the next norm.
+    const auto residual = [&](const kernels::GemvResidualArgs& a) -> int64_t {
+      const auto& versions = kernels::gemv_residual_versions();
+      const auto* v = m.residual_gemv->supports && !m.residual_gemv->supports(a) ? &versions[0] : m.residual_gemv;
+      v->launch(a, s);
+      return std::string_view(v->name) == "v9_gemv_residual_tma" ? kernels::gemv_residual_tma_partials(a.m, a.n)
+                                                                 : kernels::gemv_residual_partials(a.m, a.n);
+    };
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
       bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
-      if (kept("gemm_qkv_norm")) kernels::norm_gemv_versions()[0].launch(
-          {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H}, s);
+      if (kept("gemm_qkv_norm"))
+        launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(),
+                        {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H});
       m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
       if (!fused_attention(L, k_cache, v_cache)) {
         if (kept("qk_norm_rope_cache"))
@@ -601,15 +622,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         if (kept("attention")) attention->launch(attention_args, s);
         m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
       }
-      if (kept("gemm_o_residual")) kernels::gemv_residual_versions()[0].launch({attn, L.wo, h, partials, rows, H, QD}, s);
+      if (kept("gemm_o_residual")) partial_count = residual({attn, L.wo, h, partials, rows, H, QD});
       m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
-      partial_count = kernels::gemv_residual_partials(rows, H);
       if (kept("gemm_gate_up_swiglu_norm"))
-        kernels::norm_gate_up_swiglu_versions()[0].launch(
-            {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H}, s);
+        launch_or_first(m.norm_gate_up, kernels::norm_gate_up_swiglu_versions(),
+                        {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H});
       m.count("gemm_gate_up_swiglu_norm", 2.0 * double(2 * I * H + rows * H + rows * I));
-      if (kept("gemm_down_residual"))
-        kernels::gemv_residual_versions()[0].launch({act, L.w_down, h, partials, rows, H, I}, s);
+      if (kept("gemm_down_residual")) partial_count = residual({act, L.w_down, h, partials, rows, H, I});
       m.count("gemm_down_residual", 2.0 * double(H * I + rows * I + 2 * rows * H));
     }
     rmsnorm(h, m.final_norm, x, rows, H);

@@ -31,6 +31,12 @@ struct EngineOptions {
   // Decode attention with QK-norm, RoPE and the cache store fused in (kernels/registry.h qkv_attention_versions);
   // "off", or a shape it does not support (sm_89, contexts past 16K): qk_norm_rope_cache + decode_attention.
   std::string decode_qkv_attention = "v2_qkv_attention_mma";
+  // The batch-1 decode GEMVs with the norms / residual adds folded in (fold_norms): QKV with the input RMSNorm,
+  // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
+  // support the shape or device falls back to the first of its op (kernels/registry.cu).
+  std::string norm_gemv = "v8_gemv_norm";
+  std::string residual_gemv = "v7_gemv_residual";
+  std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
   std::string sample = "v1_sample_topk";
   std::string prefill_attention = "v0_attention";

@@ -17,6 +17,10 @@
 //   * gemm: |d| <= 2^-8 |exact| + 2^-12 sum_k |x w| per element (bf16 output rounding; fp32 accumulation in
 //     any order) and relative Frobenius error <= 5e-3 (the output rounding alone gives about 1.6e-3). Large
 //     prefill shapes: sampled rows against the CPU, every row against cuBLAS.
+//   * residual GEMV: residual' within the gemm bound of x · wᵀ plus one bf16 ulp of the sum (rounded twice);
+//     the partial sums of squares add up to Σ residual'² of the kernel's own output within 1e-5 relative.
+//   * norm GEMVs: the normed activations are reproduced bit-exactly (norm_prologue's fp32 formula, partials
+//     whose fp32 sum is exact in any order), then the gemm bound; SwiGLU as gate_up_swiglu.
 //   * attention: |d| <= 2^-6 sum_j p_j |v_j| + 2^-7 |exact| (P may be rounded to bf16 before the PV product:
 //     2^-8 of each term), relative Frobenius error <= 1e-2.
 //   * sampling: greedy returns the argmax after penalties, ties to the lowest id; sampled tokens are always
@@ -28,7 +32,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -50,7 +56,10 @@ using kernels::DeviceSampling;
 using kernels::EmbeddingArgs;
 using kernels::GateUpSwigluArgs;
 using kernels::GemmArgs;
+using kernels::GemvResidualArgs;
 using kernels::KvWriteArgs;
+using kernels::NormGateUpSwigluArgs;
+using kernels::NormGemvArgs;
 using kernels::QkNormRopeCacheArgs;
 using kernels::RmsnormArgs;
 using kernels::RopeArgs;
@@ -117,6 +126,9 @@ TEST(Registry, EveryOpListsNamedVersions) {
   expect_well_formed(kernels::attention_versions(), "attention");
   expect_well_formed(kernels::silu_mul_versions(), "silu_mul");
   expect_well_formed(kernels::gate_up_swiglu_versions(), "gate_up_swiglu");
+  expect_well_formed(kernels::gemv_residual_versions(), "gemv_residual");
+  expect_well_formed(kernels::norm_gemv_versions(), "norm_gemv");
+  expect_well_formed(kernels::norm_gate_up_swiglu_versions(), "norm_gate_up_swiglu");
   expect_well_formed(kernels::add_versions(), "add");
   expect_well_formed(kernels::sample_versions(), "sample");
 }
@@ -387,6 +399,15 @@ TEST_F(GpuTest, GemmPrefillAndAwkwardShapes) {
       {"odd n, small k", 33, 129, 264, false, false},
       {"decode, odd n, small k", 1, 129, 264, false, false},
       {"tiny n and k", 300, 200, 72, false, false},
+      // Decode shapes where a one-CTA-per-SM grid has CTAs without rows, stages of many short rows, or stages
+      // of one long row.
+      {"decode, n < 132, k = 64", 1, 100, 64, false, false},
+      {"decode b=3, k = 64", 3, 200, 64, false, false},
+      {"decode b=8, tiny n, k = 128", 8, 7, 128, false, false},
+      {"decode b=5, k = 128", 5, 1000, 128, false, false},
+      {"decode b=4, n = 133", 4, 133, 4096, false, false},
+      {"decode b=2, odd n, k = 12288", 2, 1001, kInter, false, false},
+      {"decode b=8, k = 12288", 8, 300, kInter, false, false},
   };
   for (const Case& c : cases) {
     if (c.large && quick_mode()) continue;
@@ -400,6 +421,45 @@ TEST_F(GpuTest, GemmPrefillAndAwkwardShapes) {
         label, args, [&] { y_d.poison(); },
         [&](const std::string& run_label) { problem.check(y_d.download(), c.m, nullptr, run_label); },
         c.required, {produced(problem.x_d)});
+  }
+}
+
+// y rows ldy > n elements apart (two projections filling the halves of one buffer): every row within the gemm
+// bound, the gaps between rows untouched.
+TEST_F(GpuTest, GemmDecodeWritesRowsLdyApart) {
+  VersionRunner<GemmArgs> runner(gemm_versions_and_cublas());
+  struct Case {
+    int64_t m, n, k, ldy;
+  };
+  const std::vector<Case> cases = {{1, 4096, 4096, 2 * 4096}, {3, 200, 128, 456}, {8, 1024, 4096, 3072}};
+  for (const Case& c : cases) {
+    const std::string label =
+        "gemm ldy m=" + str(c.m) + " n=" + str(c.n) + " k=" + str(c.k) + " ldy=" + str(c.ldy);
+    std::vector<int64_t> rows(size_t(c.m));
+    std::iota(rows.begin(), rows.end(), 0);
+    const GemmProblem problem(label, c.m, c.n, c.k, rows);
+    DeviceArray<uint16_t> y_d(size_t(c.m * c.ldy));  // (m, ldy)
+    const GemmArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(y_d), c.m, c.n, c.k, c.ldy};
+    runner.run(
+        label, args, [&] { y_d.poison(); },
+        [&](const std::string& run_label) {
+          const auto got = y_d.download();
+          Check check("y"), gaps("y between rows");
+          for (int64_t i = 0; i < c.m; ++i)
+            for (int64_t j = 0; j < c.ldy; ++j) {
+              const uint16_t bits = got[size_t(i * c.ldy + j)];
+              if (j >= c.n) {
+                gaps.untouched(i * c.ldy + j, bits);
+                continue;
+              }
+              const double e = problem.exact[size_t(i * c.n + j)];
+              check.near(i * c.n + j, bits, e,
+                         kGemmRelTol * std::fabs(e) + kGemmAccumTol * problem.abs_sum[size_t(i * c.n + j)]);
+            }
+          expect_ok(check, run_label, kGemmFrobenius);
+          expect_ok(gaps, run_label);
+        },
+        false, {produced(problem.x_d)});
   }
 }
 
@@ -1213,6 +1273,333 @@ TEST_F(GpuTest, ResidualAddMatchesReference) {
           expect_ok(check, run_label);
         },
         c.required, {produced(h_d), produced(delta_d)});
+  }
+}
+
+// ---- decode GEMVs with the residual add and the RMSNorm folded in (kernels.h) ---------------------------
+// One bf16 ulp at |v| (the spacing of the bf16 values of v's binade; 2^-7 |v| at most).
+double bf16_ulp(double v) {
+  return v == 0 ? 0x1p-133 : std::ldexp(1.0, std::ilogb(v) - 7);
+}
+
+// The partials per token a residual version leaves: v7 one per block of its grid, v9 one per SM. A version
+// missing here fails the test until its count is stated.
+int64_t residual_partials_of(const std::string& run_label, int64_t m, int64_t n) {
+  struct Known {
+    const char* name;
+    int64_t (*count)(int64_t, int64_t);
+  };
+  const Known known[] = {{"v7_gemv_residual", &kernels::gemv_residual_partials},
+                         {"v9_gemv_residual_tma", &kernels::gemv_residual_tma_partials}};
+  for (const Known& k : known)
+    if (run_label.find(std::string(" | ") + k.name + " (") != std::string::npos) return k.count(m, n);
+  return -1;
+}
+
+// residual = bf16(residual + bf16(x · wᵀ)): within the gemm bound of the dot product plus one bf16 ulp of the
+// sum (the second rounding). Partials: the first `count` of each token's row are finite, the rest untouched
+// (poison), and they add up to Σ residual² of the kernel's own output within 1e-5 relative.
+TEST_F(GpuTest, GemvResidualMatchesReference) {
+  VersionRunner<GemvResidualArgs> runner(kernels::gemv_residual_versions());
+  struct Case {
+    std::string name;
+    int64_t n, k;
+    std::vector<int64_t> ms;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"o", kHidden, kQHeads * kHeadDim, {1, 2, 8}, true},
+      {"down", kHidden, kInter, {1, 2, 8}, true},
+      {"n=200 k=64", 200, 64, {1, 3, 8}, false},
+      {"n=7 k=128 (fewer rows than blocks)", 7, 128, {1, 2, 8}, false},
+  };
+  constexpr int64_t kMaxM = 8;
+  for (const Case& c : cases) {
+    const std::string base = "gemv_residual " + c.name + " n=" + str(c.n) + " k=" + str(c.k);
+    std::vector<int64_t> rows(static_cast<size_t>(kMaxM));
+    std::iota(rows.begin(), rows.end(), 0);
+    const GemmProblem problem(base, kMaxM, c.n, c.k, rows);  // x (8, k), w (n, k), exact x · wᵀ
+    const auto residual =
+        random_bf16(size_t(kMaxM * c.n), ref::mix_seed(case_seed(base), 3), -4.0f, 4.0f);  // (8, n)
+    for (const int64_t m : c.ms) {
+      const std::string label = base + " m=" + str(m);
+      const std::vector<uint16_t> residual_in(residual.begin(), residual.begin() + m * c.n);  // (m, n)
+      DeviceArray<uint16_t> residual_d(residual_in.size());
+      DeviceArray<float> partials_d(size_t(m * kernels::kMaxNormPartials));  // (m, kMaxNormPartials)
+      const GemvResidualArgs args{
+          as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(residual_d), partials_d.get(), m, c.n, c.k};
+      runner.run(
+          label, args,
+          [&] {
+            residual_d.upload(residual_in);
+            partials_d.poison();
+          },
+          [&](const std::string& run_label) {
+            const auto got = residual_d.download();
+            Check check("residual");
+            for (int64_t i = 0; i < m * c.n; ++i) {
+              const double dot = problem.exact[size_t(i)];
+              const double dot_bound =
+                  kGemmRelTol * std::fabs(dot) + kGemmAccumTol * problem.abs_sum[size_t(i)];
+              const double want = double(ref::to_float(residual_in[size_t(i)])) + dot;
+              check.near(i, got[size_t(i)], want, dot_bound + bf16_ulp(std::fabs(want) + dot_bound));
+            }
+            expect_ok(check, run_label);
+
+            const int64_t count = residual_partials_of(run_label, m, c.n);
+            if (count < 1 || count > kernels::kMaxNormPartials) {
+              ADD_FAILURE() << run_label << " | partial count " << count
+                            << ": add this version to residual_partials_of()";
+              return;
+            }
+            const auto partials = partials_d.download();
+            for (int64_t t = 0; t < m; ++t) {
+              double want_sq = 0, sum = 0;
+              for (int64_t j = 0; j < c.n; ++j) {
+                const double v = ref::to_float(got[size_t(t * c.n + j)]);
+                want_sq += v * v;
+              }
+              int64_t bad = 0, stray = 0;
+              for (int64_t b = 0; b < kernels::kMaxNormPartials; ++b) {
+                const float p = partials[size_t(t * kernels::kMaxNormPartials + b)];
+                if (b >= count) {
+                  uint32_t bits = 0;
+                  std::memcpy(&bits, &p, sizeof bits);
+                  stray += bits != 0xFFFFFFFFu;
+                } else if (!std::isfinite(p) || p < 0) {
+                  ++bad;
+                } else {
+                  sum += p;
+                }
+              }
+              EXPECT_EQ(bad, 0) << run_label << " | token " << t << ": " << bad << " of the first " << count
+                                << " partials unwritten, negative or not finite";
+              EXPECT_EQ(stray, 0) << run_label << " | token " << t << ": " << stray
+                                  << " partials written past the count " << count;
+              EXPECT_NEAR(sum, want_sq, 1e-5 * want_sq)
+                  << run_label << " | token " << t << ": Σ partials vs Σ residual² of the output";
+            }
+          },
+          c.required, {produced(problem.x_d), produced(residual_d)});
+    }
+  }
+}
+
+// The inputs of a norm GEMV, the residual h (max_m, k) and the norm weight (k), and the activations the
+// kernels must build from them: normed = bf16(weight * bf16(h * inv_rms)) with inv_rms = 1 / sqrt(Σ h² / k +
+// eps) in fp32, gemv_fused::norm_prologue's formula, with Σ h² the fp32 value the partials add up to exactly
+// (norm_partials). Bit-exact, so the GEMV after it is judged with the gemm bound alone.
+struct NormInputs {
+  std::vector<uint16_t> residual, weight, normed;  // (max_m, k), (k), (max_m, k)
+  std::vector<float> sum_sq;                       // (max_m)
+};
+
+NormInputs make_norm_inputs(const std::string& label, int64_t max_m, int64_t k) {
+  const uint64_t seed = case_seed(label + " norm inputs");
+  NormInputs in;
+  in.residual = random_bf16(size_t(max_m * k), ref::mix_seed(seed, 1), -8.0f, 8.0f);
+  in.weight = random_bf16(size_t(k), ref::mix_seed(seed, 2), -1.5f, 1.5f);
+  in.normed.resize(in.residual.size());
+  for (int64_t t = 0; t < max_m; ++t) {
+    double exact = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const double h = ref::to_float(in.residual[size_t(t * k + i)]);
+      exact += h * h;
+    }
+    const float sum_sq = float(exact);
+    in.sum_sq.push_back(sum_sq);
+    const float inv_rms = 1.0f / std::sqrt(sum_sq / float(k) + kEps);
+    for (int64_t i = 0; i < k; ++i) {
+      const float normalized = ref::round_bf16(ref::to_float(in.residual[size_t(t * k + i)]) * inv_rms);
+      in.normed[size_t(t * k + i)] = ref::to_bf16(ref::to_float(in.weight[size_t(i)]) * normalized);
+    }
+  }
+  return in;
+}
+
+// (m, kMaxNormPartials) partials whose first `count` entries per token add up to sum_sq[t] exactly in fp32,
+// in any order: all are non-negative multiples of one fp32 ulp of sum_sq[t], so every partial sum fits 24
+// bits. spread = false: the whole sum in entry 0, zeros after it; true: spread over all `count` entries, some
+// zero. Entries past `count` are NaN: a kernel that reads them writes NaN.
+std::vector<float> norm_partials(const std::vector<float>& sum_sq, int64_t m, int64_t count, bool spread,
+                                 uint64_t seed) {
+  std::vector<float> p(size_t(m * kernels::kMaxNormPartials), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t t = 0; t < m; ++t) {
+    float* row = p.data() + t * kernels::kMaxNormPartials;
+    std::fill(row, row + count, 0.0f);
+    const double total = sum_sq[size_t(t)];
+    if (!spread || count == 1 || total == 0) {
+      row[0] = float(total);
+      continue;
+    }
+    const double ulp = std::ldexp(1.0, std::ilogb(total) - 23);
+    double left = total;
+    for (int64_t b = 0; b + 1 < count; ++b) {
+      if (b % 5 == 3) continue;
+      const double fraction =
+          double(ref::mix_seed(seed, uint64_t(t * count + b)) % 1000) / 2000.0;  // [0, 0.5)
+      const double share = std::floor(left * fraction / ulp) * ulp;
+      row[b] = float(share);
+      left -= share;
+    }
+    row[count - 1] = float(left);
+  }
+  return p;
+}
+
+struct PartialLayout {
+  const char* name;
+  int64_t count;
+  bool spread;
+};
+const PartialLayout kPartialLayouts[] = {{"sum in partial 0 of 132", 132, false},
+                                         {"sum over 300 partials", 300, true}};
+
+// y = normed · wᵀ within the gemm bound (normed bit-exact, see NormInputs), for both partial layouts.
+TEST_F(GpuTest, NormGemvMatchesReference) {
+  VersionRunner<NormGemvArgs> runner(kernels::norm_gemv_versions());
+  struct Case {
+    std::string name;
+    int64_t n, k;
+    std::vector<int64_t> ms;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qkv", (kQHeads + 2 * kKvHeads) * kHeadDim, kHidden, {1, 2, 8}, true},
+      {"n=200 k=64", 200, 64, {1, 3, 8}, false},
+      {"n=7 k=128 (fewer rows than blocks)", 7, 128, {1, 2, 8}, false},
+  };
+  constexpr int64_t kMaxM = 8;
+  for (const Case& c : cases) {
+    const std::string base = "norm_gemv " + c.name + " n=" + str(c.n) + " k=" + str(c.k);
+    const NormInputs in = make_norm_inputs(base, kMaxM, c.k);
+    const auto w =
+        random_bf16(size_t(c.n * c.k), ref::mix_seed(case_seed(base), 4), -0.05f, 0.05f);  // (n, k)
+    std::vector<int64_t> rows(static_cast<size_t>(kMaxM));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<float> exact(size_t(kMaxM * c.n)), abs_sum(exact.size());  // (8, n)
+    ref::gemm(in.normed.data(), w.data(), c.n, c.k, rows, exact.data(), abs_sum.data());
+    const auto residual_d = to_device(in.residual);
+    const auto weight_d = to_device(in.weight);
+    const auto w_d = to_device(w);
+    for (const int64_t m : c.ms)
+      for (const PartialLayout& layout : kPartialLayouts) {
+        const std::string label = base + " m=" + str(m) + " " + layout.name;
+        const auto partials_d =
+            to_device(norm_partials(in.sum_sq, m, layout.count, layout.spread, case_seed(label)));
+        DeviceArray<uint16_t> y_d(size_t(m * c.n));  // (m, n)
+        const NormGemvArgs args{as_bf16(residual_d),
+                                partials_d.get(),
+                                layout.count,
+                                as_bf16(weight_d),
+                                kEps,
+                                as_bf16(w_d),
+                                as_bf16(y_d),
+                                m,
+                                c.n,
+                                c.k};
+        runner.run(
+            label, args, [&] { y_d.poison(); },
+            [&](const std::string& run_label) {
+              const auto got = y_d.download();
+              Check check("y");
+              for (int64_t i = 0; i < m * c.n; ++i) {
+                const double e = exact[size_t(i)];
+                check.near(i, got[size_t(i)], e,
+                           kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(i)]);
+              }
+              expect_ok(check, run_label, kGemmFrobenius);
+            },
+            c.required, {produced(residual_d), produced(partials_d)});
+      }
+  }
+}
+
+// The bounds of GateUpSwigluMatchesReference (g and u rounded from anywhere within 2^-18 sum |x w| of the
+// exact sums; two bf16 ulps for expf and the product) from the exact gate|up products: exact, abs_sum (rows,
+// 2 * inter) -> center, spread (rows, inter).
+void swiglu_bounds(const std::vector<float>& exact, const std::vector<float>& abs_sum, int64_t rows,
+                   int64_t inter, std::vector<float>& center, std::vector<float>& spread) {
+  center.assign(size_t(rows * inter), 0.0f);
+  spread.assign(center.size(), 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < inter; ++j) {
+      const size_t g = size_t(i * 2 * inter + j), u = g + size_t(inter), e = size_t(i * inter + j);
+      auto roundings = [&](size_t index) {
+        const double value = exact[index], slack = 0x1p-18 * abs_sum[index];
+        return std::array<uint16_t, 3>{ref::to_bf16(float(value - slack)), ref::to_bf16(float(value)),
+                                       ref::to_bf16(float(value + slack))};
+      };
+      const auto gates = roundings(g), ups = roundings(u);
+      center[e] = ref::to_float(ref::swiglu(gates[1], ups[1]));
+      float largest = std::fabs(center[e]), distance = 0;
+      for (const uint16_t gate : gates)
+        for (const uint16_t up : ups) {
+          const float value = ref::to_float(ref::swiglu(gate, up));
+          distance = std::max(distance, std::fabs(value - center[e]));
+          largest = std::max(largest, std::fabs(value));
+        }
+      spread[e] = distance + float(0x1p-6) * largest;
+    }
+}
+
+// The gate|up projection with the RMSNorm prologue and the SwiGLU epilogue: out as
+// GateUpSwigluMatchesReference judges it, over the bit-exact normed activations (NormInputs), for both
+// partial layouts.
+TEST_F(GpuTest, NormGateUpSwigluMatchesReference) {
+  VersionRunner<NormGateUpSwigluArgs> runner(kernels::norm_gate_up_swiglu_versions());
+  struct Case {
+    std::string name;
+    int64_t inter, k;
+    std::vector<int64_t> ms;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", kInter, kHidden, {1, 2, 8}, true},
+      {"inter=200 k=64", 200, 64, {1, 3, 8}, false},
+      {"inter=7 k=128 (fewer pairs than blocks)", 7, 128, {1, 2, 8}, false},
+  };
+  constexpr int64_t kMaxM = 8;
+  for (const Case& c : cases) {
+    const std::string base = "norm_gate_up_swiglu " + c.name + " inter=" + str(c.inter) + " k=" + str(c.k);
+    const NormInputs in = make_norm_inputs(base, kMaxM, c.k);
+    const auto w = random_bf16(size_t(2 * c.inter * c.k), ref::mix_seed(case_seed(base), 4), -0.05f,
+                               0.05f);  // (2 * inter, k): gate rows, then up rows
+    std::vector<int64_t> rows(static_cast<size_t>(kMaxM));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<float> exact(size_t(kMaxM * 2 * c.inter)), abs_sum(exact.size());  // (8, 2 * inter)
+    ref::gemm(in.normed.data(), w.data(), 2 * c.inter, c.k, rows, exact.data(), abs_sum.data());
+    std::vector<float> center, spread;  // (8, inter)
+    swiglu_bounds(exact, abs_sum, kMaxM, c.inter, center, spread);
+    const auto residual_d = to_device(in.residual);
+    const auto weight_d = to_device(in.weight);
+    const auto w_d = to_device(w);
+    for (const int64_t m : c.ms)
+      for (const PartialLayout& layout : kPartialLayouts) {
+        const std::string label = base + " m=" + str(m) + " " + layout.name;
+        const auto partials_d =
+            to_device(norm_partials(in.sum_sq, m, layout.count, layout.spread, case_seed(label)));
+        DeviceArray<uint16_t> out_d(size_t(m * c.inter));  // (m, inter)
+        const NormGateUpSwigluArgs args{as_bf16(residual_d),
+                                        partials_d.get(),
+                                        layout.count,
+                                        as_bf16(weight_d),
+                                        kEps,
+                                        as_bf16(w_d),
+                                        as_bf16(out_d),
+                                        m,
+                                        c.inter,
+                                        c.k};
+        runner.run(
+            label, args, [&] { out_d.poison(); },
+            [&](const std::string& run_label) {
+              const auto got = out_d.download();
+              Check check("out");
+              for (size_t e = 0; e < got.size(); ++e) check.near(int64_t(e), got[e], center[e], spread[e]);
+              expect_ok(check, run_label);
+            },
+            c.required, {produced(residual_d), produced(partials_d)});
+      }
   }
 }
 
