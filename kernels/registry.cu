@@ -67,6 +67,8 @@ void launch_gemv_residual_v9(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v9_supports(const GemvResidualArgs&);
 void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v9_supports(const NormGemvArgs&);
+void launch_gemv_norm_v10(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v10_supports(const NormGemvArgs&);
 void launch_gate_up_swiglu_norm_v5(const NormGateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_norm_v5_supports(const NormGateUpSwigluArgs&);
 
@@ -205,6 +207,8 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
        gemv_norm_v8_supports},
       {"v9_gemv_norm_tma", "v8 on v9_gemv_tma's persistent TMA ring (sm_90): weights in flight during the norm",
        launch_gemv_norm_v9, gemv_norm_v9_supports},
+      {"v10_gemv_norm_wave", "v8 in one wave at batch 1: two rows per warp where one row per warp needs a second wave",
+       launch_gemv_norm_v10, gemv_norm_v10_supports},
   };
   return v;
 }

@@ -146,4 +146,28 @@ __device__ __forceinline__ void residual_epilogue(const float (&acc)[kTokens][kR
   }
 }
 
+// The QKV GEMV with the RMSNorm prologue (v8_gemv_norm, v10_gemv_norm_wave): a warp streams kRows weight rows
+// against the normed residual the block builds in shared memory.
+// PRECOND: k % 8 == 0, 16-byte aligned, blockDim.x == kThreads, dynamic shared memory kTokens * k * 2 bytes.
+template <int kTokens, int kRows, int kUnroll>
+__global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
+  pdl_launch_dependents();
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
+  const uint4* w_rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(a.w + min(row0 + r, a.n - 1) * a.k);
+  float acc[kTokens][kRows];
+  warp_rows<kTokens, kRows, kUnroll>(x, a.k, w_rows, acc, [&] {
+    norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
+  });
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (lane == r && row0 + r < a.n) a.y[t * a.n + row0 + r] = __float2bfloat16_rn(acc[t][r]);
+}
+
 }  // namespace qwen3::kernels::gemv_fused

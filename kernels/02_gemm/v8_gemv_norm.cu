@@ -13,36 +13,14 @@ namespace {
 using gemv_fused::kThreads;
 using gemv_fused::kWarpsPerBlock;
 
-// PRECOND: k % 8 == 0, 16-byte aligned, blockDim.x == kThreads, dynamic shared memory kTokens * k * 2 bytes.
-template <int kTokens, int kRows, int kUnroll>
-__global__ void __launch_bounds__(kThreads) gemv_norm_kernel(NormGemvArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
-  pdl_launch_dependents();
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
-  const uint4* w_rows[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(a.w + min(row0 + r, a.n - 1) * a.k);
-  float acc[kTokens][kRows];
-  gemv_fused::warp_rows<kTokens, kRows, kUnroll>(x, a.k, w_rows, acc, [&] {
-    gemv_fused::norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
-  });
-#pragma unroll
-  for (int t = 0; t < kTokens; ++t)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)
-      if (lane == r && row0 + r < a.n) a.y[t * a.n + row0 + r] = __float2bfloat16_rn(acc[t][r]);
-}
-
 template <int kTokens, int kRows, int kUnroll>
 void launch_shape(const NormGemvArgs& a, cudaStream_t stream) {
   const size_t smem = size_t(kTokens) * size_t(a.k) * sizeof(bf16);
   if (smem > 48 * 1024)
-    CUDA_CHECK(cudaFuncSetAttribute(gemv_norm_kernel<kTokens, kRows, kUnroll>,
+    CUDA_CHECK(cudaFuncSetAttribute(gemv_fused::norm_gemv_kernel<kTokens, kRows, kUnroll>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const unsigned blocks = unsigned((a.n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows));
-  launch(gemv_norm_kernel<kTokens, kRows, kUnroll>, dim3(blocks), dim3(kThreads), smem, stream, a);
+  launch(gemv_fused::norm_gemv_kernel<kTokens, kRows, kUnroll>, dim3(blocks), dim3(kThreads), smem, stream, a);
 }
 
 }  // namespace

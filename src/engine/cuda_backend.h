@@ -34,7 +34,7 @@ struct EngineOptions {
   // The batch-1 decode GEMVs with the norms / residual adds folded in (fold_norms): QKV with the input RMSNorm,
   // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
   // support the shape or device falls back to the first of its op (kernels/registry.cu).
-  std::string norm_gemv = "v8_gemv_norm";
+  std::string norm_gemv = "v10_gemv_norm_wave";
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
