@@ -69,6 +69,12 @@ void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v9_supports(const NormGemvArgs&);
 void launch_gemv_norm_v10(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v10_supports(const NormGemvArgs&);
+void launch_gemv_norm_v11(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v11_supports(const NormGemvArgs&);
+void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
+bool gemv_residual_v10_supports(const GemvResidualArgs&);
+void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_norm_v6_supports(const NormGateUpSwigluArgs&);
 void launch_gate_up_swiglu_norm_v5(const NormGateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_norm_v5_supports(const NormGateUpSwigluArgs&);
 
@@ -197,6 +203,8 @@ const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions() {
        launch_gemv_residual_v7, gemv_residual_v7_supports},
       {"v9_gemv_residual_tma", "v7 on v9_gemv_tma's persistent TMA ring (sm_90); one partial per SM",
        launch_gemv_residual_v9, gemv_residual_v9_supports},
+      {"v10_gemv_residual_early", "v7 with both weight buffers loaded before the PDL wait (v7_gemv_residual.cu)",
+       launch_gemv_residual_v10, gemv_residual_v10_supports},
   };
   return v;
 }
@@ -209,6 +217,8 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
        launch_gemv_norm_v9, gemv_norm_v9_supports},
       {"v10_gemv_norm_wave", "v8 in one wave at batch 1: two rows per warp where one row per warp needs a second wave",
        launch_gemv_norm_v10, gemv_norm_v10_supports},
+      {"v11_gemv_norm_early", "v10 with both weight buffers loaded before the PDL wait (v10_gemv_norm_wave.cu)",
+       launch_gemv_norm_v11, gemv_norm_v11_supports},
   };
   return v;
 }
@@ -219,6 +229,9 @@ const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_vers
        launch_gate_up_swiglu_norm_v4, gate_up_swiglu_norm_v4_supports},
       {"v5_gate_up_swiglu_norm_tma", "v4 on v9_gemv_tma's persistent TMA ring (sm_90): gate and up rows per slot",
        launch_gate_up_swiglu_norm_v5, gate_up_swiglu_norm_v5_supports},
+      {"v6_gate_up_swiglu_norm_early", "v4 with both weight buffers loaded before the PDL wait "
+                                       "(v4_gate_up_swiglu_norm.cu)",
+       launch_gate_up_swiglu_norm_v6, gate_up_swiglu_norm_v6_supports},
   };
   return v;
 }

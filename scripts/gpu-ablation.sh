@@ -13,15 +13,13 @@ run() {  # prompt_len skip-list
   timeout 120 "$BIN/qwen3" bench $S --prompt-len "$1" $skip >> "$OUT/ablation.jsonl" 2>> "$OUT/ablation.err" ||
     echo "bench --prompt-len $1 $skip failed: $(tail -2 "$OUT/ablation.err")"
 }
-attn=qk_norm_rope_cache,attention
+attn=qk_norm_rope_cache,attention,qkv_attention
 small=gemm_qkv_norm,gemm_o_residual
 large=gemm_gate_up_swiglu_norm,gemm_down_residual
 head=gemm_lm_head,sample
 for ctx in 128 ${ABLATION_LONG:-8192}; do
   run $ctx ""
-  run $ctx attention
-  run $ctx qk_norm_rope_cache
-  run $ctx $attn
+  run $ctx $attn  # the fused qkv_attention, or qk_norm_rope_cache + attention where it is off
 done
 run 128 gemm_o_residual
 run 128 gemm_qkv_norm

@@ -37,14 +37,20 @@ echo "== bench"
 bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
 S="--synthetic qwen3-8b"
 if [ "${FINAL_ONLY:-0}" = 1 ]; then
-  # The final path only: context 128 (with its per-launch profile), 1024, 8192, batch 2/4/8, prefill 512/2048.
+  # This session's ladder at context 128 (each row one change), then the final path at other shapes.
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v1_qkv_attention_cluster --norm-gemv v8_gemv_norm
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v2_qkv_attention_mma --norm-gemv v8_gemv_norm
   bench $S --path fast --prompt-len 128 --gen 256 --profile
   bench $S --path fast --prompt-len 1024 --gen 256
+  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
   bench $S --path fast --prompt-len 8192 --gen 128 --profile
+  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention off --norm-gemv v8_gemv_norm
   for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
   bench $S --path fast --prompt-len 512 --gen 8
   bench $S --path fast --prompt-len 2048 --gen 8
   bench $S --path cublas --prompt-len 128 --gen 256
+  bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
 else
 # Decode ladder at context 128 (rows in the order the versions were added; each changes one thing).
 bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
@@ -108,7 +114,8 @@ print(f"{'path':7} {'gemv':14} {'attn':18} g p f swiglu {'B':>2} {'prompt':>6} {
 for line in open(sys.argv[1]):
     j = json.loads(line)
     flags = " ".join("1" if j.get(k) else "0" for k in ("cuda_graph", "pdl", "fold_norms")) + " " + j.get("gate_up_swiglu", "?")[:6]
-    print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {j['decode_attention'][:18]:18} {flags} {j['batch']:>2} {j['prompt_len']:>6} "
+    attn = j.get("qkv_attention", "off") if j.get("qkv_attention", "off") != "off" else j["decode_attention"]
+    print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {attn[:18]:18} {flags} {j['batch']:>2} {j['prompt_len']:>6} "
           f"{j['decode_ms_per_tok']:8.3f} {j['decode_tok_s']:7.1f} {j['effective_GB_s']:6.0f} {j['pct_of_peak']:5.1f} "
           f"{j['prefill_tok_s']:8.0f} {j['launches_per_step']:>4}")
     if "profile" in j:

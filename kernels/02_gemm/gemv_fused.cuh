@@ -11,11 +11,13 @@ namespace qwen3::kernels::gemv_fused {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 
-// gemv_warp_rows_convert_once with `prologue()` run where that one waits for the previous kernel: the first group
-// of weight loads is already in flight when the prologue (PDL wait, building the normed input) runs.
+// gemv_warp_rows_convert_once with `prologue()` run where that one waits for the previous kernel: the first
+// kEarlyGroups groups of weight loads (1: v7/v8/v10/v4_norm; 2: the *_early versions, both buffers of the double
+// buffer) are already in flight when the prologue (PDL wait, building the normed input) runs. Two groups in
+// flight in steady state either way; kEarlyGroups = 2 only moves the second one before the wait.
 // x is read with plain loads (it may live in shared memory). PRECOND: every warp of the block calls it (the
 // prologue may synchronize the block); w_rows clamped to valid rows.
-template <int kTokens, int kRows, int kUnroll, class Prologue>
+template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1, class Prologue>
 __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4* const (&w_rows)[kRows],
                                           float (&acc)[kTokens][kRows], Prologue&& prologue) {
   const int lane = threadIdx.x % kWarpSize;
@@ -37,26 +39,24 @@ __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4*
     }
   };
 
-  int64_t v = lane;
-  bool have = v + (kUnroll - 1) * kWarpSize < vecs;
-  uint4 cur[kUnroll][kRows];
-  if (have) {
+  static_assert(kEarlyGroups == 1 || kEarlyGroups == 2, "one or both buffers before the prologue");
+  const auto complete = [&](int64_t at) { return at + (kUnroll - 1) * kWarpSize < vecs; };  // a full group at `at`
+  const auto load_group = [&](uint4(&buffer)[kUnroll][kRows], int64_t at) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) cur[u][r] = load_stream_16B(w_rows[r] + v + u * kWarpSize, policy);
-  }
+      for (int r = 0; r < kRows; ++r) buffer[u][r] = load_stream_16B(w_rows[r] + at + u * kWarpSize, policy);
+  };
+  int64_t v = lane;
+  bool have = complete(v);
+  uint4 cur[kUnroll][kRows], nxt[kUnroll][kRows];
+  if (have) load_group(cur, v);
+  if (kEarlyGroups == 2 && complete(v + kUnroll * kWarpSize)) load_group(nxt, v + kUnroll * kWarpSize);
   prologue();
   while (have) {
     const int64_t next = v + kUnroll * kWarpSize;
-    const bool have_next = next + (kUnroll - 1) * kWarpSize < vecs;
-    uint4 nxt[kUnroll][kRows];
-    if (have_next) {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) nxt[u][r] = load_stream_16B(w_rows[r] + next + u * kWarpSize, policy);
-    }
+    const bool have_next = complete(next);
+    if (kEarlyGroups == 1 && have_next) load_group(nxt, next);  // (kEarlyGroups == 2: loaded one group ago)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) fma_group(cur[u], v + u * kWarpSize);
     if (have_next) {
@@ -64,6 +64,7 @@ __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4*
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
         for (int r = 0; r < kRows; ++r) cur[u][r] = nxt[u][r];
+      if (kEarlyGroups == 2 && complete(next + kUnroll * kWarpSize)) load_group(nxt, next + kUnroll * kWarpSize);
     }
     v = next;
     have = have_next;
@@ -149,7 +150,7 @@ __device__ __forceinline__ void residual_epilogue(const float (&acc)[kTokens][kR
 // The QKV GEMV with the RMSNorm prologue (v8_gemv_norm, v10_gemv_norm_wave): a warp streams kRows weight rows
 // against the normed residual the block builds in shared memory.
 // PRECOND: k % 8 == 0, 16-byte aligned, blockDim.x == kThreads, dynamic shared memory kTokens * k * 2 bytes.
-template <int kTokens, int kRows, int kUnroll>
+template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1>
 __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
 #pragma unroll
   for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(a.w + min(row0 + r, a.n - 1) * a.k);
   float acc[kTokens][kRows];
-  warp_rows<kTokens, kRows, kUnroll>(x, a.k, w_rows, acc, [&] {
+  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, [&] {
     norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
   });
 #pragma unroll
@@ -168,6 +169,54 @@ __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
       if (lane == r && row0 + r < a.n) a.y[t * a.n + row0 + r] = __float2bfloat16_rn(acc[t][r]);
+}
+
+// The O / down GEMV with the residual add and the next norm's sums of squares in the epilogue (v7_gemv_residual,
+// v10_gemv_residual_early). PRECOND: k % 8 == 0, 16-byte aligned x and w, blockDim.x == kThreads,
+// gridDim.x <= kMaxNormPartials.
+template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1>
+__global__ void __launch_bounds__(kThreads)
+    residual_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* residual, float* partials,
+                         int64_t n, int64_t k) {
+  pdl_launch_dependents();
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
+  const uint4* w_rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(w + min(row0 + r, n - 1) * k);
+  float acc[kTokens][kRows];
+  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, k, w_rows, acc, [] { pdl_wait(); });
+  residual_epilogue<kTokens, kRows>(acc, row0, n, residual, partials);
+}
+
+// The gate|up GEMV with the RMSNorm prologue and SwiGLU epilogue (v4_gate_up_swiglu_norm,
+// v6_gate_up_swiglu_norm_early): a warp computes kPairs (gate row i, up row i) pairs.
+// PRECOND: k % 8 == 0, 16-byte aligned, blockDim.x == kThreads, dynamic shared memory kTokens * k * 2 bytes.
+template <int kTokens, int kPairs, int kUnroll, int kEarlyGroups = 1>
+__global__ void __launch_bounds__(kThreads) gate_up_swiglu_norm_kernel(NormGateUpSwigluArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
+  pdl_launch_dependents();
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t i0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kPairs;
+  const uint4* w_rows[2 * kPairs];
+#pragma unroll
+  for (int p = 0; p < kPairs; ++p) {
+    const int64_t i = min(i0 + p, a.inter - 1);
+    w_rows[2 * p] = reinterpret_cast<const uint4*>(a.w_gate_up + i * a.k);
+    w_rows[2 * p + 1] = reinterpret_cast<const uint4*>(a.w_gate_up + (a.inter + i) * a.k);
+  }
+  float acc[kTokens][2 * kPairs];
+  warp_rows<kTokens, 2 * kPairs, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, [&] {
+    norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
+  });
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int p = 0; p < kPairs; ++p) {
+      if (lane != p || i0 + p >= a.inter) continue;
+      const float g = bf16_round(acc[t][2 * p]), u = bf16_round(acc[t][2 * p + 1]);
+      a.out[t * a.inter + i0 + p] = __float2bfloat16_rn(bf16_round(g / (1.0f + expf(-g))) * u);
+    }
 }
 
 }  // namespace qwen3::kernels::gemv_fused

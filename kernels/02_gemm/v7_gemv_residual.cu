@@ -13,26 +13,20 @@ namespace {
 using gemv_fused::kThreads;
 using gemv_fused::kWarpsPerBlock;
 
-// PRECOND: k % 8 == 0, 16-byte aligned x and w, blockDim.x == kThreads, gridDim.x <= kMaxNormPartials.
-template <int kTokens, int kRows, int kUnroll>
-__global__ void __launch_bounds__(kThreads)
-    gemv_residual_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* residual, float* partials,
-                         int64_t n, int64_t k) {
-  pdl_launch_dependents();
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
-  const uint4* w_rows[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(w + min(row0 + r, n - 1) * k);
-  float acc[kTokens][kRows];
-  gemv_fused::warp_rows<kTokens, kRows, kUnroll>(x, k, w_rows, acc, [] { pdl_wait(); });
-  gemv_fused::residual_epilogue<kTokens, kRows>(acc, row0, n, residual, partials);
-}
-
-template <int kTokens, int kRows, int kUnroll>
+template <int kTokens, int kRows, int kUnroll, int kEarlyGroups>
 void launch_shape(const GemvResidualArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows));
-  launch(gemv_residual_kernel<kTokens, kRows, kUnroll>, dim3(blocks), dim3(kThreads), 0, stream, a.x, a.w,
-         a.residual, a.norm_partials, a.n, a.k);
+  launch(gemv_fused::residual_gemv_kernel<kTokens, kRows, kUnroll, kEarlyGroups>, dim3(blocks), dim3(kThreads), 0,
+         stream, a.x, a.w, a.residual, a.norm_partials, a.n, a.k);
+}
+
+template <int kEarlyGroups>
+void launch_residual(const GemvResidualArgs& a, cudaStream_t stream) {
+  dispatch_batch_tokens(a.m, "gemv_residual v7/v10", [&](auto tokens) {
+    constexpr int kTokens = decltype(tokens)::value;
+    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens), kEarlyGroups>(a, stream);
+  });
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -46,12 +40,13 @@ bool gemv_residual_v7_supports(const GemvResidualArgs& a) {
   return a.m >= 1 && a.m <= 8 && a.k % 8 == 0 && gemv_residual_partials(a.m, a.n) <= kMaxNormPartials;
 }
 
-void launch_gemv_residual_v7(const GemvResidualArgs& a, cudaStream_t stream) {
-  dispatch_batch_tokens(a.m, "gemv_residual v7", [&](auto tokens) {
-    constexpr int kTokens = decltype(tokens)::value;
-    launch_shape<kTokens, gemv_rows_for(kTokens), gemv_unroll_for(kTokens)>(a, stream);
-  });
-  CUDA_CHECK_LAUNCH();
-}
+void launch_gemv_residual_v7(const GemvResidualArgs& a, cudaStream_t stream) { launch_residual<1>(a, stream); }
+
+// v10_gemv_residual_early: v7 with both weight buffers of each warp loaded before the PDL wait (gemv_fused.cuh
+// warp_rows, kEarlyGroups = 2): while the attention kernel before the O projection runs, twice the O weights are
+// already in flight. Same grid, so the same partial count as v7.
+bool gemv_residual_v10_supports(const GemvResidualArgs& a) { return gemv_residual_v7_supports(a); }
+
+void launch_gemv_residual_v10(const GemvResidualArgs& a, cudaStream_t stream) { launch_residual<2>(a, stream); }
 
 }  // namespace qwen3::kernels

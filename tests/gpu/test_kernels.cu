@@ -1282,7 +1282,7 @@ double bf16_ulp(double v) {
   return v == 0 ? 0x1p-133 : std::ldexp(1.0, std::ilogb(v) - 7);
 }
 
-// The partials per token a residual version leaves: v7 one per block of its grid, v9 one per SM. A version
+// The partials per token a residual version leaves: v7 and v10 one per block of their grid, v9 one per SM. A version
 // missing here fails the test until its count is stated.
 int64_t residual_partials_of(const std::string& run_label, int64_t m, int64_t n) {
   struct Known {
@@ -1290,7 +1290,8 @@ int64_t residual_partials_of(const std::string& run_label, int64_t m, int64_t n)
     int64_t (*count)(int64_t, int64_t);
   };
   const Known known[] = {{"v7_gemv_residual", &kernels::gemv_residual_partials},
-                         {"v9_gemv_residual_tma", &kernels::gemv_residual_tma_partials}};
+                         {"v9_gemv_residual_tma", &kernels::gemv_residual_tma_partials},
+                         {"v10_gemv_residual_early", &kernels::gemv_residual_partials}};
   for (const Known& k : known)
     if (run_label.find(std::string(" | ") + k.name + " (") != std::string::npos) return k.count(m, n);
   return -1;
