@@ -53,6 +53,8 @@ void launch_qkv_attention_v1(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v1_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v2(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v2_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v3(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v3_supports(const QkvAttentionArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -171,6 +173,9 @@ const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
       {"v2_qkv_attention_mma", "v1 with q·Kᵀ and P·V on tensor cores (mma.sync m16n8k16, swizzled K/V tiles via "
                                "ldmatrix), an 8-deep cp.async ring for long contexts",
        launch_qkv_attention_v2, qkv_attention_v2_supports},
+      {"v3_qkv_attention_adaptive", "v2's kernel on only as many CTAs of the cluster as the position needs (one: "
+                                    "no cluster barrier) (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v3, qkv_attention_v3_supports},
   };
   return v;
 }

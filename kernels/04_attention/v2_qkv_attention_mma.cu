@@ -73,7 +73,11 @@ struct Layout {
 };
 
 template <int kHeadDim, int kStages>
-__global__ void __launch_bounds__(kThreads) qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap) {
+// keys_per_split: 0 (v2) splits every token's keys over all gridDim.x CTAs of its cluster; > 0 (v3) uses only
+// as many as give each at most that many keys, so a short context in a long bucket runs on one CTA without the
+// cluster barrier (the grid is sized on the host for the bucket, the position is only known on the device).
+__global__ void __launch_bounds__(kThreads)
+    qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap, int keys_per_split) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<kHeadDim, kStages>;
   constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks per K/V row
@@ -97,10 +101,13 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_mma_kernel(QkvAttentio
   const int group = int(p.q_heads / p.kv_heads);
   bf16* p_s = reinterpret_cast<bf16*>(smem + L::p_offset(keys_cap, group));  // (group, keys_cap + 8)
   const int p_stride = L::p_stride(keys_cap);
-  const int split = blockIdx.x, splits = gridDim.x, kv_head = blockIdx.y, token = blockIdx.z;
+  const int split = blockIdx.x, launched = gridDim.x, kv_head = blockIdx.y, token = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
   const int32_t position = p.positions[token];
+  const int splits =  // CTAs that get keys; the rest of the cluster is empty (or, with one, leaves at once)
+      keys_per_split > 0 ? min(launched, (position + keys_per_split) / keys_per_split) : launched;
+  if (splits == 1 && split > 0) return;  // CTA 0 does it all, with no cluster barrier
   const int chunk = (position + splits) / splits;  // ceil((position + 1) / splits)
   const int key0 = split * chunk;
   const int n_keys = max(0, min(chunk, position + 1 - key0));
@@ -267,12 +274,12 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_mma_kernel(QkvAttentio
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every CTA's partial output and statistics are complete and visible to the cluster
-  const int share = (group * kHeadDim + splits - 1) / splits;
+  const int share = (group * kHeadDim + launched - 1) / launched;
   const int end = min(group * kHeadDim, (split + 1) * share);
   for (int o = split * share + threadIdx.x; o < end; o += kThreads) {
     const int g = o / kHeadDim;
     float m = -FLT_MAX;
-    for (int s = 0; s < splits; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);
+    for (int s = 0; s < splits; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);  // empty: none
     float total = 0.0f, value = 0.0f;
     for (int s = 0; s < splits; ++s) {
       const float w = expf(cluster.map_shared_rank(stat_max, s)[g] - m);
@@ -288,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_mma_kernel(QkvAttentio
 
 template <int kHeadDim, int kStages>
 void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int group,
-                   cudaStream_t stream) {
+                   int keys_per_split, cudaStream_t stream) {
   using L = Layout<kHeadDim, kStages>;
   // The opt-in limit is raised only as far as a launch needs: set to the 227 KB maximum, the short-context launches
   // (74 KB) ran 0.25 ms per decode step slower in the engine than v1 did, though faster in isolation.
@@ -301,7 +308,7 @@ void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& 
   }
   launch_clustered(qkv_attention_mma_kernel<kHeadDim, kStages>,
                    dim3(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens)), dim3(kThreads),
-                   bytes, stream, unsigned(plan.cluster), a, plan.keys_cap);
+                   bytes, stream, unsigned(plan.cluster), a, plan.keys_cap, keys_per_split);
 }
 
 // An 8-deep ring (7 tiles in flight) wherever it fits in shared memory, also for short contexts that never fill
@@ -309,13 +316,13 @@ void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& 
 // holds most SMs, and the 4-deep ring's 74 KB let two or three of a cluster's CTAs pack onto one SM: 0.25-0.3 ms
 // per decode step slower at contexts 128-600 on the H200 (4.472 vs 4.149 ms at 128), though faster in isolation.
 template <int kHeadDim>
-void launch_head_dim(const QkvAttentionArgs& a, cudaStream_t stream) {
+void launch_head_dim(const QkvAttentionArgs& a, int keys_per_split, cudaStream_t stream) {
   const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, kMaxCluster, kTileKeys);
   const int group = int(a.prep.q_heads / a.prep.kv_heads);
   if (Layout<kHeadDim, 8>::bytes(plan.keys_cap, group) <= kMaxSmem) {
-    launch_stages<kHeadDim, 8>(a, plan, group, stream);
+    launch_stages<kHeadDim, 8>(a, plan, group, keys_per_split, stream);
   } else {
-    launch_stages<kHeadDim, 4>(a, plan, group, stream);
+    launch_stages<kHeadDim, 4>(a, plan, group, keys_per_split, stream);
   }
 }
 
@@ -333,9 +340,23 @@ bool qkv_attention_v2_supports(const QkvAttentionArgs& a) {
 
 void launch_qkv_attention_v2(const QkvAttentionArgs& a, cudaStream_t stream) {
   if (a.prep.head_dim == 128) {
-    launch_head_dim<128>(a, stream);
+    launch_head_dim<128>(a, 0, stream);
   } else {
-    launch_head_dim<64>(a, stream);
+    launch_head_dim<64>(a, 0, stream);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+// v3_qkv_attention_adaptive: v2's kernel splitting each token's keys over only as many CTAs of the cluster as
+// give each <= kKeysPerCtaTarget keys (the cluster is sized for the graph's context bucket, e.g. 4 CTAs for a
+// 512-key bucket while the sequence has 130 keys); with one, no cluster barrier and no merge.
+bool qkv_attention_v3_supports(const QkvAttentionArgs& a) { return qkv_attention_v2_supports(a); }
+
+void launch_qkv_attention_v3(const QkvAttentionArgs& a, cudaStream_t stream) {
+  if (a.prep.head_dim == 128) {
+    launch_head_dim<128>(a, kKeysPerCtaTarget, stream);
+  } else {
+    launch_head_dim<64>(a, kKeysPerCtaTarget, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
