@@ -65,6 +65,8 @@ void launch_gate_up_swiglu_v3(const GateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs&);
 void launch_gemm_v9(const GemmArgs&, cudaStream_t);
 bool gemm_v9_supports(const GemmArgs&);
+void launch_gemm_v10(const GemmArgs&, cudaStream_t);
+bool gemm_v10_supports(const GemmArgs&);
 void launch_gemv_residual_v9(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v9_supports(const GemvResidualArgs&);
 void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
@@ -122,6 +124,9 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
        launch_gemm_v6, gemm_v6_supports},
       {"v9_gemv_tma", "decode, sm_90: CTA per SM, TMA bulk-copy ring of its rows filled before the PDL wait",
        launch_gemm_v9, gemm_v9_supports},
+      {"v10_gemv_mma", "decode batch 2-8 on tensor cores: mma.sync m16n8k16 fed by 16-byte loads (weights as A, "
+                       "the batch as B), split-K over 8 warps",
+       launch_gemm_v10, gemm_v10_supports},
   };
   return v;
 }

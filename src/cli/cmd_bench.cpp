@@ -110,7 +110,8 @@ void register_bench(CLI::App& app) {
     throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
 #else
     EngineOptions options = EngineOptions::preset(o->path);
-    if (!o->decode_gemm.empty()) options.decode_gemm = options.decode_gemm_batched = o->decode_gemm;
+    if (!o->decode_gemm.empty())
+      options.decode_gemm = options.decode_gemm_batched = options.decode_gemm_batched_large = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
     if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
     if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
@@ -200,7 +201,9 @@ void register_bench(CLI::App& app) {
     j["fused_swiglu"] = options.fused_swiglu;
     j["fold_norms"] = options.fold_norms;
     j["decode_gemm"] = options.cublas_gemm ? std::string("cublas")
-                                           : (o->batch == 1 ? options.decode_gemm : options.decode_gemm_batched);
+                                           : (o->batch == 1  ? options.decode_gemm
+                                              : o->batch >= 4 ? options.decode_gemm_batched_large
+                                                              : options.decode_gemm_batched);
     j["decode_attention"] = options.decode_attention;
     j["qkv_attention"] = options.decode_qkv_attention;
     j["norm_gemv"] = options.norm_gemv;

@@ -46,6 +46,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "fast-v1") {
     o.decode_gemm = "v2_gemv_stream";
     o.decode_gemm_batched = "v2_gemv_stream";
+    o.decode_gemm_batched_large = "v2_gemv_stream";
     o.decode_attention = "v1_flash_decode";
     o.decode_qkv_attention = "off";
     o.gate_up_swiglu = "v1_gate_up_swiglu";
@@ -58,6 +59,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "v0") {
     o.decode_gemm = "v0_gemm_naive";
     o.decode_gemm_batched = "v0_gemm_naive";
+    o.decode_gemm_batched_large = "v0_gemm_naive";
     o.prefill_gemm = "v0_gemm_naive";
     o.decode_attention = "v0_attention";
     o.decode_qkv_attention = "off";
@@ -204,7 +206,8 @@ struct CudaEngine::Impl {
   int64_t host_ints_capacity = 0;
 
   const KernelVersion<kernels::GemmArgs>* decode_gemm = nullptr;          // batch 1
-  const KernelVersion<kernels::GemmArgs>* decode_gemm_batched = nullptr;  // 2..8 rows
+  const KernelVersion<kernels::GemmArgs>* decode_gemm_batched = nullptr;        // 2..3 rows
+  const KernelVersion<kernels::GemmArgs>* decode_gemm_batched_large = nullptr;  // 4..8 rows
   const KernelVersion<kernels::GemmArgs>* prefill_gemm = nullptr;
   const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
@@ -258,8 +261,11 @@ struct CudaEngine::Impl {
     if (cublas) {
       kernels::launch_gemm_cublas(a, stream);
     } else {
-      const auto* small = m == 1 ? decode_gemm : decode_gemm_batched;
-      const bool decode_regime = m <= 8 && (!small->supports || small->supports(a));
+      const auto supported = [&](const KernelVersion<kernels::GemmArgs>* v) { return !v->supports || v->supports(a); };
+      const auto* small = m == 1                                                   ? decode_gemm
+                          : m >= 4 && supported(decode_gemm_batched_large) ? decode_gemm_batched_large
+                                                                                   : decode_gemm_batched;
+      const bool decode_regime = m <= 8 && supported(small);
       (decode_regime ? small : prefill_gemm)->launch(a, stream);
     }
     count(what, 2.0 * double(n * kdim + m * kdim + m * n));
@@ -296,6 +302,8 @@ void CudaEngine::init() {
   kernels::set_programmatic_dependent_launch(options_.pdl);
   m.decode_gemm = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm);
   m.decode_gemm_batched = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm_batched);
+  m.decode_gemm_batched_large =
+      &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm_batched_large);
   m.prefill_gemm = &kernels::find_version(kernels::gemm_versions(), options_.prefill_gemm);
   m.decode_attention = &kernels::find_version(kernels::attention_versions(), options_.decode_attention);
   m.prefill_attention = &kernels::find_version(kernels::attention_versions(), options_.prefill_attention);

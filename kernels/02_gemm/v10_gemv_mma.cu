@@ -1,0 +1,174 @@
+// v10_gemv_mma: the batched decode GEMV (2-8 tokens) on tensor cores. The FMA GEMVs (v2, v4, v5) are issue bound
+// from batch 4: each weight element costs a bf16->fp32 conversion and one FMA per token, and the runner put them at
+// 45-67% of the read peak at batch 4 and 32-53% at batch 8, where cuBLAS stays at 59-96%.
+//
+// mma.sync m16n8k16 fits a decode batch exactly: A = 16 weight rows x 16 k, B = 16 k x 8 tokens (the batch,
+// zero-padded), C = 16 rows x 8 tokens in fp32. The dot product does not care in which order k is summed, so
+// the fragments are filled straight from 16-byte loads instead of ldmatrix: thread (gid = lane / 4, tig =
+// lane % 4) loads 8 consecutive k of weight rows gid and gid + 8 and of token gid, starting at k = 32 s + 8 tig,
+// and the same element slots of A and B always hold the same real k (elements 0-3 of each vector feed one mma,
+// 4-7 the next). No conversion, no FMA loop: two mma per 32 k of 16 rows.
+//
+// Work split: a CTA of 8 warps owns kTiles x 16 rows; warp w takes the k range [w k / 8, (w + 1) k / 8) of all
+// of them (split-K), its weight loads double-buffered (two 32-k steps ahead); the first group is issued before the
+// PDL wait. The 8 warps' partial sums meet in shared memory and are added in a fixed order (deterministic).
+// PRECOND: k % 256 == 0, x and w 16-byte aligned, 1 <= m <= 8.
+#include <cuda_runtime.h>
+
+#include "kernels/common/check.h"
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarpSize;
+constexpr int kStepK = 32;  // k per warp step: 4 threads (tig) x 8 elements
+constexpr int kUnroll = 2;  // steps per load group
+
+template <int kTiles>
+__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
+  __shared__ float partial[kWarps][kTiles][16][8];  // (warp, tile, row, token)
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;
+  const int64_t row0 = int64_t(blockIdx.x) * kTiles * 16;
+  const int64_t k_per_warp = a.k / kWarps;
+  const int64_t k_begin = warp * k_per_warp, k_end = k_begin + k_per_warp;
+  const uint64_t policy = make_evict_first_policy();
+
+  // Rows gid and gid + 8 of each tile (clamped: rows past n compute garbage that is never stored).
+  const bf16* w_row[kTiles][2];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) w_row[t][h] = a.w + min(row0 + t * 16 + h * 8 + gid, a.n - 1) * a.k + tig * 8;
+  const bool token_valid = gid < a.m;
+  const bf16* x_row = a.x + (token_valid ? gid : 0) * a.k + tig * 8;
+
+  float acc[kTiles][4];
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
+
+  auto load_w = [&](uint4(&buf)[kUnroll][kTiles][2], int64_t kb) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) buf[u][t][h] = load_stream_16B(w_row[t][h] + kb + u * kStepK, policy);
+  };
+  auto compute = [&](const uint4(&buf)[kUnroll][kTiles][2], int64_t kb) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint4 xv = token_valid ? *reinterpret_cast<const uint4*>(x_row + kb + u * kStepK) : make_uint4(0, 0, 0, 0);
+      const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+        const uint4& r0 = buf[u][t][0];
+        const uint4& r8 = buf[u][t][1];
+        const uint32_t a_lo[4] = {r0.x, r8.x, r0.y, r8.y}, a_hi[4] = {r0.z, r8.z, r0.w, r8.w};
+        mma_bf16_16816(acc[t], a_lo, b_lo);
+        mma_bf16_16816(acc[t], a_hi, b_hi);
+      }
+    }
+  };
+
+  constexpr int64_t kGroupK = int64_t(kUnroll) * kStepK;
+  uint4 cur[kUnroll][kTiles][2], nxt[kUnroll][kTiles][2];
+  int64_t kb = k_begin;
+  const bool have_group = kb + kGroupK <= k_end;
+  if (have_group) load_w(cur, kb);
+  pdl_wait();  // x comes from the previous kernel
+  if (have_group) {
+    for (;;) {
+      const int64_t next = kb + kGroupK;
+      const bool have_next = next + kGroupK <= k_end;
+      if (have_next) load_w(nxt, next);
+      compute(cur, kb);
+      kb = next;
+      if (!have_next) break;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) cur[u][t][h] = nxt[u][t][h];
+    }
+  }
+  for (; kb < k_end; kb += kStepK) {  // a last single step (k / 8 an odd multiple of 32)
+    uint4 one[kUnroll][kTiles][2];
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) one[0][t][h] = load_stream_16B(w_row[t][h] + kb, policy);
+    const uint4 xv = token_valid ? *reinterpret_cast<const uint4*>(x_row + kb) : make_uint4(0, 0, 0, 0);
+    const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      const uint4& r0 = one[0][t][0];
+      const uint4& r8 = one[0][t][1];
+      const uint32_t a_lo[4] = {r0.x, r8.x, r0.y, r8.y}, a_hi[4] = {r0.z, r8.z, r0.w, r8.w};
+      mma_bf16_16816(acc[t], a_lo, b_lo);
+      mma_bf16_16816(acc[t], a_hi, b_hi);
+    }
+  }
+
+  // C fragment: acc[t][0..1] = (row gid, tokens 2 tig, 2 tig + 1), acc[t][2..3] = (row gid + 8, same tokens).
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+    partial[warp][t][gid][2 * tig] = acc[t][0];
+    partial[warp][t][gid][2 * tig + 1] = acc[t][1];
+    partial[warp][t][gid + 8][2 * tig] = acc[t][2];
+    partial[warp][t][gid + 8][2 * tig + 1] = acc[t][3];
+  }
+  __syncthreads();
+  const int64_t ldy = a.ldy > 0 ? a.ldy : a.n;  // GemmArgs::y_stride(), which is host-only
+  for (int o = threadIdx.x; o < kTiles * 16 * 8; o += kThreads) {
+    const int t = o / 128, row = (o / 8) % 16, token = o % 8;
+    const int64_t r = row0 + t * 16 + row;
+    if (token >= a.m || r >= a.n) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += partial[w][t][row][token];
+    a.y[token * ldy + r] = __float2bfloat16_rn(sum);
+  }
+}
+
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
+template <int kTiles>
+void launch_tiles(const GemmArgs& a, cudaStream_t stream) {
+  const unsigned blocks = unsigned((a.n + kTiles * 16 - 1) / (kTiles * 16));
+  launch(gemv_mma_kernel<kTiles>, dim3(blocks), dim3(kThreads), 0, stream, a);
+}
+
+}  // namespace
+
+bool gemm_v10_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.n >= 1; }
+
+// 32 rows per CTA (each activation load feeds two row tiles) where that still gives two CTAs per SM; else 16.
+void launch_gemm_v10(const GemmArgs& a, cudaStream_t stream) {
+  if (a.n / 32 >= 2 * sm_count()) {
+    launch_tiles<2>(a, stream);
+  } else {
+    launch_tiles<1>(a, stream);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels
