@@ -64,20 +64,22 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) buf[u][t][h] = load_stream_16B(w_row[t][h] + kb + u * kStepK, policy);
   };
+  // One 32-k step: weight rows gid, gid + 8 of each tile (w[t][0], w[t][1]) against the tokens' x at k = kb.
+  auto mma_step = [&](const uint4(&w)[kTiles][2], int64_t kb) {
+    const uint4 xv = token_valid ? *reinterpret_cast<const uint4*>(x_row + kb) : make_uint4(0, 0, 0, 0);
+    const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t) {
+      const uint4& r0 = w[t][0];
+      const uint4& r8 = w[t][1];
+      const uint32_t a_lo[4] = {r0.x, r8.x, r0.y, r8.y}, a_hi[4] = {r0.z, r8.z, r0.w, r8.w};
+      mma_bf16_16816(acc[t], a_lo, b_lo);
+      mma_bf16_16816(acc[t], a_hi, b_hi);
+    }
+  };
   auto compute = [&](const uint4(&buf)[kUnroll][kTiles][2], int64_t kb) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint4 xv = token_valid ? *reinterpret_cast<const uint4*>(x_row + kb + u * kStepK) : make_uint4(0, 0, 0, 0);
-      const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
-#pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-        const uint4& r0 = buf[u][t][0];
-        const uint4& r8 = buf[u][t][1];
-        const uint32_t a_lo[4] = {r0.x, r8.x, r0.y, r8.y}, a_hi[4] = {r0.z, r8.z, r0.w, r8.w};
-        mma_bf16_16816(acc[t], a_lo, b_lo);
-        mma_bf16_16816(acc[t], a_hi, b_hi);
-      }
-    }
+    for (int u = 0; u < kUnroll; ++u) mma_step(buf[u], kb + u * kStepK);
   };
 
   constexpr int64_t kGroupK = int64_t(kUnroll) * kStepK;
@@ -103,21 +105,12 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
     }
   }
   for (; kb < k_end; kb += kStepK) {  // a last single step (k / 8 an odd multiple of 32)
-    uint4 one[kUnroll][kTiles][2];
+    uint4 one[kTiles][2];
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) one[0][t][h] = load_stream_16B(w_row[t][h] + kb, policy);
-    const uint4 xv = token_valid ? *reinterpret_cast<const uint4*>(x_row + kb) : make_uint4(0, 0, 0, 0);
-    const uint32_t b_lo[2] = {xv.x, xv.y}, b_hi[2] = {xv.z, xv.w};
-#pragma unroll
-    for (int t = 0; t < kTiles; ++t) {
-      const uint4& r0 = one[0][t][0];
-      const uint4& r8 = one[0][t][1];
-      const uint32_t a_lo[4] = {r0.x, r8.x, r0.y, r8.y}, a_hi[4] = {r0.z, r8.z, r0.w, r8.w};
-      mma_bf16_16816(acc[t], a_lo, b_lo);
-      mma_bf16_16816(acc[t], a_hi, b_hi);
-    }
+      for (int h = 0; h < 2; ++h) one[t][h] = load_stream_16B(w_row[t][h] + kb, policy);
+    mma_step(one, kb);
   }
 
   // C fragment: acc[t][0..1] = (row gid, tokens 2 tig, 2 tig + 1), acc[t][2..3] = (row gid + 8, same tokens).
@@ -141,16 +134,6 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
   }
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return sms;
-}
-
 template <int kTiles>
 void launch_tiles(const GemmArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kTiles * 16 - 1) / (kTiles * 16));
@@ -163,7 +146,7 @@ bool gemm_v10_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k %
 
 // 32 rows per CTA (each activation load feeds two row tiles) where that still gives two CTAs per SM; else 16.
 void launch_gemm_v10(const GemmArgs& a, cudaStream_t stream) {
-  if (a.n / 32 >= 2 * sm_count()) {
+  if (a.n / 32 >= 2 * device_sm_count()) {
     launch_tiles<2>(a, stream);
   } else {
     launch_tiles<1>(a, stream);

@@ -39,12 +39,10 @@ int64_t resident_one_row_ctas(size_t smem) {
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = resident.find(smem);
   if (it == resident.end()) {
-    int device = 0, sms = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_fused::norm_gemv_kernel<1, 1, 4, 1>,
                                                              kThreads, smem));
-    it = resident.emplace(smem, int64_t(sms) * per_sm).first;
+    it = resident.emplace(smem, int64_t(device_sm_count()) * per_sm).first;
   }
   return it->second;
 }

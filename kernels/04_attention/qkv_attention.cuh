@@ -1,11 +1,21 @@
-// Host-side pieces shared by the fused decode attention versions (v1_qkv_attention_cluster,
-// v2_qkv_attention_mma): how many CTAs (one thread-block cluster) split a token's keys for one kv head, and
-// whether the device can launch clusters at all.
+// Pieces shared by the fused decode attention versions (v1_qkv_attention_cluster, v2_qkv_attention_mma). Host: how
+// many CTAs (one thread-block cluster) split a token's keys for one kv head, and whether the device can launch
+// clusters at all. Device: which keys a CTA takes, the QK-norm/RoPE prologue with the new row's cache store, and
+// the output with the cluster merge.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
 
 namespace qwen3::kernels::qkv_attention {
 
@@ -24,14 +34,109 @@ inline ClusterPlan plan_clusters(int64_t max_position, int keys_per_cta, int max
   return {cluster, int((per_cta + tile_keys - 1) / tile_keys * tile_keys)};
 }
 
-// Thread-block clusters need compute capability 9.0 (the current device, asked once).
-inline bool device_has_clusters() {
-  static const bool has = [] {
-    int device = 0, major = 0;
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
-  }();
-  return has;
+// Thread-block clusters need compute capability 9.0.
+inline bool device_has_clusters() { return device_compute_major() >= 9; }
+
+// ---- device -------------------------------------------------------------------------------------------------
+// The keys of a token at `position` that CTA `split` of `splits` takes: [key0, key0 + n_keys), contiguous,
+// ceil((position + 1) / splits) a CTA (trailing CTAs of a tiny context may get none). The CTA whose range ends at
+// the new key (new_key >= 0, its local index) computes that key and stores it in the cache.
+struct KeyRange {
+  int key0, n_keys, new_key;
+};
+
+__device__ __forceinline__ KeyRange key_range(int32_t position, int split, int splits) {
+  const int chunk = (position + splits) / splits;
+  const int key0 = split * chunk;
+  const int n_keys = max(0, min(chunk, position + 1 - key0));
+  const bool owner = key0 <= position && position < key0 + chunk;
+  return {key0, n_keys, owner ? n_keys - 1 : -1};
+}
+
+// QK-norm + RoPE, a warp a head: warps [0, group) the group's q heads of kv_head into q_s (group, kHeadDim); with
+// `owner`, one more the new key into new_kv[0, kHeadDim) and its cache row, one the new value (copied as is) into
+// new_kv[kHeadDim, 2 kHeadDim) and its cache row. T: float or bf16, what the caller keeps in shared memory (the
+// values are bf16 either way). PRECOND: blockDim.x == kWarps * 32; head_dim == kHeadDim (64 or 128).
+template <int kHeadDim, int kWarps, class T>
+__device__ __forceinline__ void prepare_q_and_new_kv(const QkNormRopeCacheArgs& p, int token, int kv_head,
+                                                     int group, int32_t position, int64_t slot, bool owner, T* q_s,
+                                                     T* new_kv) {
+  constexpr int kPerLane = kHeadDim / 64, kHalf = kHeadDim / 2;
+  const auto held = [](bf16 v) {
+    if constexpr (std::is_same_v<T, float>) {
+      return __bfloat162float(v);
+    } else {
+      return v;
+    }
+  };
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t qkv_width = (p.q_heads + 2 * p.kv_heads) * kHeadDim;
+  const bf16* qkv_row = p.qkv + int64_t(token) * qkv_width;
+  const int64_t new_row = ((slot * p.max_ctx + position) * p.kv_heads + kv_head) * kHeadDim;
+  for (int job = warp; job < group + (owner ? 2 : 0); job += kWarps) {
+    if (job <= group) {
+      const bool is_q = job < group;
+      const int64_t head = is_q ? int64_t(kv_head) * group + job : p.q_heads + kv_head;
+      float lo[kPerLane], hi[kPerLane];
+      qk_norm_rope_warp<kPerLane>(qkv_row + head * kHeadDim, is_q ? p.q_norm : p.k_norm, p.eps, position,
+                                  p.inv_freq, p.attention_factor, lo, hi);
+      T* dst = is_q ? q_s + job * kHeadDim : new_kv;
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) {
+        const int i = lane * kPerLane + e;
+        const bf16 lo_b = __float2bfloat16_rn(lo[e]), hi_b = __float2bfloat16_rn(hi[e]);
+        dst[i] = held(lo_b);
+        dst[i + kHalf] = held(hi_b);
+        if (!is_q) {
+          p.k_cache[new_row + i] = lo_b;
+          p.k_cache[new_row + i + kHalf] = hi_b;
+        }
+      }
+    } else {
+      const bf16* src = qkv_row + (p.q_heads + p.kv_heads + kv_head) * kHeadDim;
+      for (int i = lane; i < kHeadDim; i += kWarpSize) {
+        p.v_cache[new_row + i] = src[i];
+        new_kv[kHeadDim + i] = held(src[i]);
+      }
+    }
+  }
+}
+
+// Writes the group's output, out[o] for o < outputs (= group * kHeadDim; q head o / kHeadDim), from the partial
+// results of the CTAs: partial[o] (unnormalized), stat_max[g], stat_sum[g] in each CTA's shared memory. With
+// `used` == 1 the calling CTA holds everything and writes it alone (no cluster barrier). Otherwise every one of
+// the `launched` CTAs of the cluster calls this; each merges a 1/launched slice from the first `used` CTAs (the
+// ones with keys), then waits again so its shared memory outlives the others' reads.
+// PRECOND: this CTA's partial and statistics are written before the call (by any of its threads).
+template <int kHeadDim, int kThreads>
+__device__ __forceinline__ void write_output(const float* partial, const float* stat_max, const float* stat_sum,
+                                             int outputs, int split, int used, int launched, bf16* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (used == 1) {
+    __syncthreads();
+    for (int o = threadIdx.x; o < outputs; o += kThreads)
+      out[o] = __float2bfloat16_rn(partial[o] / stat_sum[o / kHeadDim]);
+    return;
+  }
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every CTA's partial output and statistics are complete and visible to the cluster
+  const int share = (outputs + launched - 1) / launched;
+  const int end = min(outputs, (split + 1) * share);
+  for (int o = split * share + threadIdx.x; o < end; o += kThreads) {
+    const int g = o / kHeadDim;
+    float m = -FLT_MAX;
+    for (int s = 0; s < used; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);
+    float total = 0.0f, value = 0.0f;
+    for (int s = 0; s < used; ++s) {
+      const float w = expf(cluster.map_shared_rank(stat_max, s)[g] - m);
+      total += cluster.map_shared_rank(stat_sum, s)[g] * w;
+      value += cluster.map_shared_rank(partial, s)[o] * w;
+    }
+    out[o] = __float2bfloat16_rn(value / total);
+  }
+  cluster.sync();  // this CTA's shared memory stays alive until every CTA of the cluster has read it
+#endif
 }
 
 }  // namespace qwen3::kernels::qkv_attention

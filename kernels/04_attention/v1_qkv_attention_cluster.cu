@@ -17,7 +17,6 @@
 //     shared memory: after a cluster barrier each CTA merges a 1/C slice of the outputs from all C partials. No
 //     global workspace, no second kernel.
 // PRECOND (decode): one token per cache slot; positions[t] < max_ctx; position + 1 <= 8 * kMaxKeysPerCta.
-#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -64,7 +63,6 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_kernel(QkvAttentionArg
   using L = Layout<kHeadDim, kGroup>;
   constexpr int kLanesPerKey = L::kLanesPerKey, kKeyGroups = L::kKeyGroups;
   constexpr int kKeysPerWarpStep = kWarpSize / kLanesPerKey;
-  constexpr int kPerLane = kHeadDim / 64, kHalf = kHeadDim / 2;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);                     // kStages x (kTileKeys, kHeadDim)
   float* q_s = reinterpret_cast<float*>(smem + L::kQ);            // normed, rotated q of the group
@@ -81,11 +79,8 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_kernel(QkvAttentionArg
   const int split = blockIdx.x, splits = gridDim.x, kv_head = blockIdx.y, token = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int32_t position = p.positions[token];
-  const int chunk = (position + splits) / splits;  // ceil((position + 1) / splits)
-  const int key0 = split * chunk;
-  const int n_keys = max(0, min(chunk, position + 1 - key0));
-  const bool owner = key0 <= position && position < key0 + chunk;
-  const int new_key = owner ? n_keys - 1 : -1;  // local index of the new key: the owner's last
+  const qkv_attention::KeyRange range = qkv_attention::key_range(position, split, splits);
+  const int key0 = range.key0, n_keys = range.n_keys, new_key = range.new_key;
   const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int64_t slot = p.slots ? p.slots[token] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
@@ -113,36 +108,8 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_kernel(QkvAttentionArg
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
 
-  // QK-norm + RoPE: warps [0, kGroup) the group's q heads; on the owner, one more the new key, one the value.
-  const int64_t qkv_width = (p.q_heads + 2 * p.kv_heads) * kHeadDim;
-  const bf16* qkv_row = p.qkv + int64_t(token) * qkv_width;
-  const int64_t new_row = (slot * p.max_ctx + position) * row_stride + int64_t(kv_head) * kHeadDim;
-  for (int job = warp; job < kGroup + (owner ? 2 : 0); job += kWarps) {
-    if (job <= kGroup) {
-      const bool is_q = job < kGroup;
-      const int64_t head = is_q ? int64_t(kv_head) * kGroup + job : p.q_heads + kv_head;
-      float lo[kPerLane], hi[kPerLane];
-      qk_norm_rope_warp<kPerLane>(qkv_row + head * kHeadDim, is_q ? p.q_norm : p.k_norm, p.eps, position,
-                                  p.inv_freq, p.attention_factor, lo, hi);
-      float* dst = is_q ? q_s + job * kHeadDim : new_kv;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        const int i = lane * kPerLane + e;
-        dst[i] = lo[e];
-        dst[i + kHalf] = hi[e];
-        if (!is_q) {
-          p.k_cache[new_row + i] = __float2bfloat16_rn(lo[e]);
-          p.k_cache[new_row + i + kHalf] = __float2bfloat16_rn(hi[e]);
-        }
-      }
-    } else {  // the new value: copied as is
-      const bf16* src = qkv_row + (p.q_heads + p.kv_heads + kv_head) * kHeadDim;
-      for (int i = lane; i < kHeadDim; i += kWarpSize) {
-        p.v_cache[new_row + i] = src[i];
-        new_kv[kHeadDim + i] = __bfloat162float(src[i]);
-      }
-    }
-  }
+  qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, token, kv_head, kGroup, position, slot, new_key >= 0,
+                                                        q_s, new_kv);
   if (n_keys == 0 && threadIdx.x < kGroup) {  // an empty CTA (tiny context): weight 0 in the merge
     stat_max[threadIdx.x] = -FLT_MAX;
     stat_sum[threadIdx.x] = 0.0f;
@@ -241,30 +208,8 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_kernel(QkvAttentionArg
     partial[o] = sum;
   }
   bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * kGroup) * kHeadDim;  // (kGroup, kHeadDim)
-  if (splits == 1) {
-    __syncthreads();
-    for (int o = threadIdx.x; o < kGroup * kHeadDim; o += kThreads)
-      out[o] = __float2bfloat16_rn(partial[o] / stat_sum[o / kHeadDim]);
-    return;
-  }
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's partial output and statistics are complete and visible to the cluster
-  const int share = (kGroup * kHeadDim + splits - 1) / splits;
-  const int end = min(kGroup * kHeadDim, (split + 1) * share);
-  for (int o = split * share + threadIdx.x; o < end; o += kThreads) {
-    const int g = o / kHeadDim;
-    float m = -FLT_MAX;
-    for (int s = 0; s < splits; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);
-    float total = 0.0f, value = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = expf(cluster.map_shared_rank(stat_max, s)[g] - m);
-      total += cluster.map_shared_rank(stat_sum, s)[g] * w;
-      value += cluster.map_shared_rank(partial, s)[o] * w;
-    }
-    out[o] = __float2bfloat16_rn(value / total);
-  }
-  cluster.sync();  // this CTA's shared memory stays alive until every CTA of the cluster has read it
+  qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, kGroup * kHeadDim, split, splits,
+                                                  splits, out);
 #endif
 }
 

@@ -16,7 +16,6 @@
 // The pipeline, the QK-norm/RoPE prologue, the new key's handling and the cluster merge are v1's; the new key's
 // row is written into its tile in shared memory (it is never loaded from the cache).
 // PRECOND (decode): one token per cache slot; positions[t] < max_ctx; q_heads / kv_heads <= 8.
-#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <atomic>
@@ -81,7 +80,6 @@ __global__ void __launch_bounds__(kThreads)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<kHeadDim, kStages>;
   constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks per K/V row
-  constexpr int kPerLane = kHeadDim / 64, kHalf = kHeadDim / 2;
   constexpr int kKSteps = kHeadDim / 16;          // q·Kᵀ reduction steps
   constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
   static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
@@ -108,11 +106,8 @@ __global__ void __launch_bounds__(kThreads)
   const int splits =  // CTAs that get keys; the rest of the cluster is empty (or, with one, leaves at once)
       keys_per_split > 0 ? min(launched, (position + keys_per_split) / keys_per_split) : launched;
   if (splits == 1 && split > 0) return;  // CTA 0 does it all, with no cluster barrier
-  const int chunk = (position + splits) / splits;  // ceil((position + 1) / splits)
-  const int key0 = split * chunk;
-  const int n_keys = max(0, min(chunk, position + 1 - key0));
-  const bool owner = key0 <= position && position < key0 + chunk;
-  const int new_key = owner ? n_keys - 1 : -1;  // local index of the new key: the owner's last
+  const qkv_attention::KeyRange range = qkv_attention::key_range(position, split, splits);
+  const int key0 = range.key0, n_keys = range.n_keys, new_key = range.new_key;
   const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int64_t slot = p.slots ? p.slots[token] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
@@ -139,36 +134,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
 
-  // QK-norm + RoPE: warps [0, group) the group's q heads; on the owner, one more the new key, one the value.
-  const int64_t qkv_width = (p.q_heads + 2 * p.kv_heads) * kHeadDim;
-  const bf16* qkv_row = p.qkv + int64_t(token) * qkv_width;
-  const int64_t new_row = (slot * p.max_ctx + position) * row_stride + int64_t(kv_head) * kHeadDim;
-  for (int job = warp; job < group + (owner ? 2 : 0); job += kWarps) {
-    if (job <= group) {
-      const bool is_q = job < group;
-      const int64_t head = is_q ? int64_t(kv_head) * group + job : p.q_heads + kv_head;
-      float lo[kPerLane], hi[kPerLane];
-      qk_norm_rope_warp<kPerLane>(qkv_row + head * kHeadDim, is_q ? p.q_norm : p.k_norm, p.eps, position,
-                                  p.inv_freq, p.attention_factor, lo, hi);
-      bf16* dst = is_q ? q_s + job * kHeadDim : new_kv;
-#pragma unroll
-      for (int e = 0; e < kPerLane; ++e) {
-        const int i = lane * kPerLane + e;
-        dst[i] = __float2bfloat16_rn(lo[e]);
-        dst[i + kHalf] = __float2bfloat16_rn(hi[e]);
-        if (!is_q) {
-          p.k_cache[new_row + i] = dst[i];
-          p.k_cache[new_row + i + kHalf] = dst[i + kHalf];
-        }
-      }
-    } else {  // the new value: copied as is
-      const bf16* src = qkv_row + (p.q_heads + p.kv_heads + kv_head) * kHeadDim;
-      for (int i = lane; i < kHeadDim; i += kWarpSize) {
-        p.v_cache[new_row + i] = src[i];
-        new_kv[kHeadDim + i] = src[i];
-      }
-    }
-  }
+  qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, token, kv_head, group, position, slot, new_key >= 0,
+                                                        q_s, new_kv);
   if (n_keys == 0 && threadIdx.x < group) {  // an empty CTA (tiny context): weight 0 in the merge
     stat_max[threadIdx.x] = -FLT_MAX;
     stat_sum[threadIdx.x] = 0.0f;
@@ -264,32 +231,9 @@ __global__ void __launch_bounds__(kThreads)
       partial[gid * kHeadDim + col + 1] = o_acc[t][1];
     }
   bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * kHeadDim;  // (group, kHeadDim)
-  if (splits == 1) {
-    __syncthreads();
-    for (int o = threadIdx.x; o < group * kHeadDim; o += kThreads)
-      out[o] = __float2bfloat16_rn(partial[o] / stat_sum[o / kHeadDim]);
-    cp_async_wait<0>();
-    return;
-  }
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every CTA's partial output and statistics are complete and visible to the cluster
-  const int share = (group * kHeadDim + launched - 1) / launched;
-  const int end = min(group * kHeadDim, (split + 1) * share);
-  for (int o = split * share + threadIdx.x; o < end; o += kThreads) {
-    const int g = o / kHeadDim;
-    float m = -FLT_MAX;
-    for (int s = 0; s < splits; ++s) m = fmaxf(m, cluster.map_shared_rank(stat_max, s)[g]);  // empty: none
-    float total = 0.0f, value = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = expf(cluster.map_shared_rank(stat_max, s)[g] - m);
-      total += cluster.map_shared_rank(stat_sum, s)[g] * w;
-      value += cluster.map_shared_rank(partial, s)[o] * w;
-    }
-    out[o] = __float2bfloat16_rn(value / total);
-  }
-  cp_async_wait<0>();
-  cluster.sync();  // this CTA's shared memory stays alive until every CTA of the cluster has read it
+  cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
+  qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, group * kHeadDim, split, splits,
+                                                  launched, out);
 #endif
 }
 
@@ -297,12 +241,7 @@ __global__ void __launch_bounds__(kThreads)
 // its SM to itself (~140 KB of shared memory): at batch 8 and a 512-key bucket, 4 per (token, kv head) made 256
 // CTAs, two waves, and a 5.88 ms step where 2 made 5.24 ms (H200).
 int cluster_limit(const QkvAttentionArgs& a) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
+  const int sms = device_sm_count();
   int limit = kMaxCluster;
   while (limit > 1 && limit * a.prep.kv_heads * a.prep.tokens * 2 > sms) limit /= 2;
   return a.prep.tokens == 1 ? kMaxCluster : limit;

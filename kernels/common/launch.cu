@@ -17,4 +17,27 @@ void set_programmatic_dependent_launch(bool enabled) {
 
 bool programmatic_dependent_launch() { return g_pdl.load(std::memory_order_relaxed); }
 
+int device_sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
+int device_compute_major() {
+  static const int major = [] {
+    int device = 0, value = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&value, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return value;
+  }();
+  return major;
+}
+
 }  // namespace qwen3::kernels

@@ -20,6 +20,11 @@ namespace qwen3::kernels {
 void set_programmatic_dependent_launch(bool enabled);
 bool programmatic_dependent_launch();
 
+// The current device at first use, asked once per process (the engine and the tests use one device per process):
+// its SM count (throws CudaError if it cannot be read) and its compute-capability major (0 if it cannot be read).
+int device_sm_count();
+int device_compute_major();
+
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

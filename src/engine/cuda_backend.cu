@@ -597,15 +597,20 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     float* partials = m.norm_partials.as<float>();
     int64_t partial_count = 1;
     const auto kept = [&](const char* what) { return o.skip_launches.count(what) == 0; };
+    // The chosen version, or the op's first where the chosen one does not support the shape or device.
+    const auto chosen_or_first = [&]<class Args>(const KernelVersion<Args>* chosen,
+                                                 const std::vector<KernelVersion<Args>>& versions,
+                                                 const std::type_identity_t<Args>& args) {
+      return chosen->supports && !chosen->supports(args) ? &versions[0] : chosen;
+    };
     const auto launch_or_first = [&]<class Args>(const KernelVersion<Args>* chosen,
                                                  const std::vector<KernelVersion<Args>>& versions,
                                                  const std::type_identity_t<Args>& args) {
-      (chosen->supports && !chosen->supports(args) ? &versions[0] : chosen)->launch(args, s);
+      chosen_or_first(chosen, versions, args)->launch(args, s);
     };
     // Launches the residual GEMV; returns how many partial sums of squares per token it left for the next norm.
     const auto residual = [&](const kernels::GemvResidualArgs& a) -> int64_t {
-      const auto& versions = kernels::gemv_residual_versions();
-      const auto* v = m.residual_gemv->supports && !m.residual_gemv->supports(a) ? &versions[0] : m.residual_gemv;
+      const auto* v = chosen_or_first(m.residual_gemv, kernels::gemv_residual_versions(), a);
       v->launch(a, s);
       return std::string_view(v->name) == "v9_gemv_residual_tma" ? kernels::gemv_residual_tma_partials(a.m, a.n)
                                                                  : kernels::gemv_residual_partials(a.m, a.n);
