@@ -117,6 +117,9 @@ struct AttentionArgs {
   float* workspace;          // split-KV partials, attention_workspace_floats() floats, or nullptr if unused
 };
 int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head_dim, int64_t max_ctx);
+// The workspace begins with merge counters, this many bytes: zero them once before the first launch of a version
+// that merges in-kernel through them (v6_qkv_attention_split); such versions leave them zero again.
+int64_t attention_workspace_counter_bytes(int64_t q_heads);
 
 // Decode attention with its preparation fused in: from the fused QKV projection's output, QK-norm and RoPE q and
 // k, store k and v in the cache at (slot, position), and attend q to keys [0, position] of the slot, exactly as
@@ -129,6 +132,13 @@ struct QkvAttentionArgs {
   int64_t max_position;      // host-side upper bound of positions[] (sizes the grid; may exceed the truth)
   float scale;               // head_dim^-0.5
   float* workspace;          // attention_workspace_floats() floats for versions with split-KV partials, or nullptr
+  // A hint: bytes the step reads next (the o projection's weights) that versions with an L2 prefetch pull into L2
+  // while they wait on their own latency, when HBM idles. nullptr / 0: none. PRECOND: 16-byte aligned, bytes % 16 == 0.
+  const void* l2_prefetch = nullptr;
+  int64_t l2_prefetch_bytes = 0;
+  // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has consumed a fraction
+  // f of its K/V tiles (v2-v11; v0 and v1 trigger at their start).
+  float pdl_trigger = 0.0f;
 };
 
 // ---- 05 mlp ------------------------------------------------------------------------------------------------------
@@ -163,6 +173,9 @@ struct GemvResidualArgs {
   bf16* residual;         // (m, n) in/out: residual = bf16(residual + bf16(x · wᵀ))
   float* norm_partials;   // (m, kMaxNormPartials): [t][b] = Σ over block b's rows of residual², b < blocks
   int64_t m, n, k;
+  // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has streamed a fraction
+  // f of its weights, so the next kernel's first loads land in this one's drain instead of competing with its start.
+  float pdl_trigger = 0.0f;
 };
 // How many partials per token one launch leaves (its block count).
 int64_t gemv_residual_partials(int64_t m, int64_t n);
@@ -179,6 +192,9 @@ struct NormGemvArgs {
   const bf16* w;               // (n, k)
   bf16* y;                     // (m, n)
   int64_t m, n, k;
+  // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has streamed a fraction
+  // f of its weights, so the next kernel's first loads land in this one's drain instead of competing with its start.
+  float pdl_trigger = 0.0f;
 };
 
 struct NormGateUpSwigluArgs {
@@ -190,6 +206,9 @@ struct NormGateUpSwigluArgs {
   const bf16* w_gate_up;       // (2 * inter, k)
   bf16* out;                   // (m, inter)
   int64_t m, inter, k;
+  // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has streamed a fraction
+  // f of its weights, so the next kernel's first loads land in this one's drain instead of competing with its start.
+  float pdl_trigger = 0.0f;
 };
 
 // ---- 06 residual add ---------------------------------------------------------------------------------------------

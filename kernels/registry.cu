@@ -55,6 +55,22 @@ void launch_qkv_attention_v2(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v2_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v3(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v3_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v4(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v4_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v5(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v5_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v6(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v6_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v7(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v7_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v8(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v8_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v9(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v9_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v10(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v10_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v11(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v11_supports(const QkvAttentionArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -181,6 +197,31 @@ const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
       {"v3_qkv_attention_adaptive", "v2's kernel on only as many CTAs of the cluster as the position needs (one: "
                                     "no cluster barrier) (v2_qkv_attention_mma.cu)",
        launch_qkv_attention_v3, qkv_attention_v3_supports},
+      {"v4_qkv_attention_l2", "v2 that pulls the o projection's weights into L2 (bulk prefetch, after its PDL wait) "
+                              "while its own latency leaves HBM idle (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v4, qkv_attention_v4_supports},
+      {"v5_qkv_attention_l2_early", "v4 with the prefetch before the PDL wait, over the QKV GEMV's tail "
+                                    "(v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v5, qkv_attention_v5_supports},
+      {"v6_qkv_attention_split", "v2 that, past what a cluster splits well (2048 keys at batch 1), runs as many CTAs "
+                                 "per kv head as fill the SMs, merged by the last through the workspace "
+                                 "(v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v6, qkv_attention_v6_supports},
+      {"v7_qkv_attention_split2", "v6 with two CTAs per SM on its long-context path (4-deep ring): twice the "
+                                  "splits (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v7, qkv_attention_v7_supports},
+      {"v8_qkv_attention_chains", "v6 with two independent accumulator chains per product on its long-context path "
+                                  "(v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v8, qkv_attention_v8_supports},
+      {"v9_qkv_attention_split2_chains", "v7 (two CTAs per SM at long contexts) with v8's two accumulator chains "
+                                         "(v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v9, qkv_attention_v9_supports},
+      {"v10_qkv_attention_lean", "v9 with each thread's K/V tile-load offsets computed once, not per load (same "
+                                 "loads, fewer instructions) (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v10, qkv_attention_v10_supports},
+      {"v11_qkv_attention_lean_short", "v10's lean loads at short contexts (the cluster path), v9 past 2048-key "
+                                       "buckets (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v11, qkv_attention_v11_supports},
   };
   return v;
 }

@@ -15,11 +15,13 @@ constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 // kEarlyGroups groups of weight loads (1: v7/v8/v10/v4_norm; 2: the *_early versions, both buffers of the double
 // buffer) are already in flight when the prologue (PDL wait, building the normed input) runs. Two groups in
 // flight in steady state either way; kEarlyGroups = 2 only moves the second one before the wait.
-// x is read with plain loads (it may live in shared memory). PRECOND: every warp of the block calls it (the
-// prologue may synchronize the block); w_rows clamped to valid rows.
+// x is read with plain loads (it may live in shared memory). The warp triggers the next kernel's launch (PDL) when
+// it reaches 16-byte vector trigger_vec of its rows, or after its last full group; trigger_vec < 0: the caller
+// triggered at its start. PRECOND: every warp of the block calls it (the prologue may synchronize the block);
+// w_rows clamped to valid rows.
 template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1, class Prologue>
 __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4* const (&w_rows)[kRows],
-                                          float (&acc)[kTokens][kRows], Prologue&& prologue) {
+                                          float (&acc)[kTokens][kRows], int64_t trigger_vec, Prologue&& prologue) {
   const int lane = threadIdx.x % kWarpSize;
   const uint64_t policy = make_evict_first_policy();
   const int64_t vecs = k / 8;
@@ -53,7 +55,12 @@ __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4*
   if (have) load_group(cur, v);
   if (kEarlyGroups == 2 && complete(v + kUnroll * kWarpSize)) load_group(nxt, v + kUnroll * kWarpSize);
   prologue();
+  bool triggered = trigger_vec < 0;
   while (have) {
+    if (!triggered && v >= trigger_vec) {
+      pdl_launch_dependents();
+      triggered = true;
+    }
     const int64_t next = v + kUnroll * kWarpSize;
     const bool have_next = complete(next);
     if (kEarlyGroups == 1 && have_next) load_group(nxt, next);  // (kEarlyGroups == 2: loaded one group ago)
@@ -69,6 +76,7 @@ __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4*
     v = next;
     have = have_next;
   }
+  if (!triggered) pdl_launch_dependents();
   for (; v < vecs; v += kWarpSize) {
     uint4 w[kRows];
 #pragma unroll
@@ -79,6 +87,12 @@ __device__ __forceinline__ void warp_rows(const bf16* x, int64_t k, const uint4*
   for (int t = 0; t < kTokens; ++t)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[t][r] = warp_sum(acc[t][r]);
+}
+
+// The 16-byte vector of a row at which a warp of these kernels triggers the next kernel's launch: -1 (trigger at
+// the kernel's start) for pdl_trigger <= 0, else that fraction of the row's k / 8 vectors.
+__device__ __forceinline__ int64_t trigger_vec_for(float pdl_trigger, int64_t k) {
+  return pdl_trigger <= 0.0f ? -1 : int64_t(double(pdl_trigger) * double(k / 8));
 }
 
 // Block-wide: waits for the previous kernel, then writes x = bf16(w * bf16(h * inv_rms)) for kTokens rows of the
@@ -154,14 +168,15 @@ template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1>
 __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
-  pdl_launch_dependents();
+  const int64_t trigger_vec = trigger_vec_for(a.pdl_trigger, a.k);
+  if (trigger_vec < 0) pdl_launch_dependents();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
   const uint4* w_rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(a.w + min(row0 + r, a.n - 1) * a.k);
   float acc[kTokens][kRows];
-  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, [&] {
+  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, trigger_vec, [&] {
     norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
   });
 #pragma unroll
@@ -177,14 +192,15 @@ __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
 template <int kTokens, int kRows, int kUnroll, int kEarlyGroups = 1>
 __global__ void __launch_bounds__(kThreads)
     residual_gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, bf16* residual, float* partials,
-                         int64_t n, int64_t k) {
-  pdl_launch_dependents();
+                         int64_t n, int64_t k, float pdl_trigger) {
+  const int64_t trigger_vec = trigger_vec_for(pdl_trigger, k);
+  if (trigger_vec < 0) pdl_launch_dependents();
   const int64_t row0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kRows;
   const uint4* w_rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(w + min(row0 + r, n - 1) * k);
   float acc[kTokens][kRows];
-  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, k, w_rows, acc, [] { pdl_wait(); });
+  warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, k, w_rows, acc, trigger_vec, [] { pdl_wait(); });
   residual_epilogue<kTokens, kRows>(acc, row0, n, residual, partials);
 }
 
@@ -195,7 +211,8 @@ template <int kTokens, int kPairs, int kUnroll, int kEarlyGroups = 1>
 __global__ void __launch_bounds__(kThreads) gate_up_swiglu_norm_kernel(NormGateUpSwigluArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* x = reinterpret_cast<bf16*>(smem_raw);  // (kTokens, k): the normed residual
-  pdl_launch_dependents();
+  const int64_t trigger_vec = trigger_vec_for(a.pdl_trigger, a.k);
+  if (trigger_vec < 0) pdl_launch_dependents();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t i0 = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize) * kPairs;
   const uint4* w_rows[2 * kPairs];
@@ -206,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) gate_up_swiglu_norm_kernel(NormGateU
     w_rows[2 * p + 1] = reinterpret_cast<const uint4*>(a.w_gate_up + (a.inter + i) * a.k);
   }
   float acc[kTokens][2 * kPairs];
-  warp_rows<kTokens, 2 * kPairs, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, [&] {
+  warp_rows<kTokens, 2 * kPairs, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, trigger_vec, [&] {
     norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
   });
 #pragma unroll

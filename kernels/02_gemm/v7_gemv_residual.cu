@@ -17,7 +17,7 @@ template <int kTokens, int kRows, int kUnroll, int kEarlyGroups>
 void launch_shape(const GemvResidualArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kWarpsPerBlock * kRows - 1) / (kWarpsPerBlock * kRows));
   launch(gemv_fused::residual_gemv_kernel<kTokens, kRows, kUnroll, kEarlyGroups>, dim3(blocks), dim3(kThreads), 0,
-         stream, a.x, a.w, a.residual, a.norm_partials, a.n, a.k);
+         stream, a.x, a.w, a.residual, a.norm_partials, a.n, a.k, a.pdl_trigger);
 }
 
 template <int kEarlyGroups>

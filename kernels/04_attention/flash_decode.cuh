@@ -54,6 +54,23 @@ constexpr int smem_floats(int chunk) {
 // One CTA: keys [split * chunk, min(split * chunk + chunk, position + 1)) of one kv head for one token, all kGroup
 // q heads. partials: (tokens, q_heads, splits, head_dim + 2) floats: unnormalized output, chunk max, chunk sum.
 // PRECOND: blockDim.x == kThreads, head_dim == kHeadDim, q_heads == kGroup * kv_heads, chunk <= kMaxChunk.
+// Output element d of one head merged from the first `count` split partials at `base`, each kHeadDim + 2 floats
+// (unnormalized output, max, sum), read past L1: other CTAs wrote them (the fused merges here and in
+// qkv_attention.cuh).
+template <int kHeadDim>
+__device__ __forceinline__ float merge_split_partials(const float* base, int count, int d) {
+  float m = -FLT_MAX;
+  for (int s = 0; s < count; ++s) m = fmaxf(m, __ldcg(base + s * (kHeadDim + 2) + kHeadDim));
+  float total = 0.0f, value = 0.0f;
+  for (int s = 0; s < count; ++s) {
+    const float* p = base + s * (kHeadDim + 2);
+    const float w = expf(__ldcg(p + kHeadDim) - m);
+    total += __ldcg(p + kHeadDim + 1) * w;
+    value += __ldcg(p + d) * w;
+  }
+  return value / total;
+}
+
 // kFusedMerge: after writing its partials, the CTA counts itself done in counters[token * kv_heads + kv_head];
 // the last one merges every chunk of its kGroup heads and resets the counter for the next launch.
 template <int kHeadDim, int kGroup, bool kFusedMerge>
@@ -187,16 +204,8 @@ __global__ void __launch_bounds__(kThreads) split_kv_kernel(AttentionArgs a, int
       const int g = o / kHeadDim, d = o % kHeadDim;
       const int64_t head = int64_t(kv_head) * kGroup + g;
       const float* base = partials + (int64_t(token) * a.q_heads + head) * splits * (kHeadDim + 2);
-      float m = -FLT_MAX;
-      for (int s = 0; s < valid; ++s) m = fmaxf(m, __ldcg(base + s * (kHeadDim + 2) + kHeadDim));
-      float total = 0.0f, acc_out = 0.0f;
-      for (int s = 0; s < valid; ++s) {
-        const float* p = base + s * (kHeadDim + 2);
-        const float w = expf(__ldcg(p + kHeadDim) - m);
-        total += __ldcg(p + kHeadDim + 1) * w;
-        acc_out += __ldcg(p + d) * w;
-      }
-      a.out[(int64_t(token) * a.q_heads + head) * kHeadDim + d] = __float2bfloat16_rn(acc_out / total);
+      a.out[(int64_t(token) * a.q_heads + head) * kHeadDim + d] =
+          __float2bfloat16_rn(merge_split_partials<kHeadDim>(base, valid, d));
     }
   }
 }

@@ -12,8 +12,10 @@
 #include <type_traits>
 
 #include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/flash_decode.cuh"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
 #include "kernels/common/reduce.cuh"
 #include "kernels/kernels.h"
 
@@ -51,6 +53,20 @@ __device__ __forceinline__ KeyRange key_range(int32_t position, int split, int s
   const int n_keys = max(0, min(chunk, position + 1 - key0));
   const bool owner = key0 <= position && position < key0 + chunk;
   return {key0, n_keys, owner ? n_keys - 1 : -1};
+}
+
+// This CTA's share of the L2 prefetch hint (QkvAttentionArgs::l2_prefetch): the grid splits [ptr, ptr + bytes) in
+// equal 16-byte-aligned shares, and the calling warp's lanes each ask for pieces of at most 32 KB of its share. The
+// bulk prefetch is fire-and-forget (no register or barrier holds it), so the attention goes on at once.
+// PRECOND: ptr 16-byte aligned, bytes % 16 == 0; called by one whole warp of the CTA.
+__device__ __forceinline__ void prefetch_share_l2(const void* ptr, int64_t bytes, int lane) {
+  constexpr int64_t kPieceBytes = 32 << 10;
+  const int64_t ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t cta = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  const int64_t share = (bytes / 16 + ctas - 1) / ctas * 16;
+  const int64_t end = min((cta + 1) * share, bytes);
+  for (int64_t at = cta * share + lane * kPieceBytes; at < end; at += kWarpSize * kPieceBytes)
+    prefetch_l2_bulk(static_cast<const char*>(ptr) + at, uint32_t(min(kPieceBytes, end - at)));
 }
 
 // QK-norm + RoPE, a warp a head: warps [0, group) the group's q heads of kv_head into q_s (group, kHeadDim); with
@@ -137,6 +153,44 @@ __device__ __forceinline__ void write_output(const float* partial, const float* 
   }
   cluster.sync();  // this CTA's shared memory stays alive until every CTA of the cluster has read it
 #endif
+}
+
+// write_output without a cluster (v6_qkv_attention_split's long contexts, where more CTAs split a token's keys than
+// a portable cluster holds): every CTA writes its partial output and statistics to `partials` (the
+// flash_decode.cuh workspace layout: ((token * q_heads + head) * splits + split) * (kHeadDim + 2) floats, the output
+// then max and sum), counts itself done in `counter`, and the last of the `splits` CTAs merges them all and resets
+// the counter for the next launch. PRECOND: as write_output; every CTA of the (token, kv head) calls it; the
+// counter is 0 before the first launch.
+template <int kHeadDim, int kThreads>
+__device__ __forceinline__ void write_output_global(const float* partial, const float* stat_max,
+                                                    const float* stat_sum, int group, int split, int splits,
+                                                    float* partials, int* counter, bf16* out) {
+  const int outputs = group * kHeadDim;
+  __shared__ int is_last;
+  __syncthreads();  // partial and statistics complete
+  for (int o = threadIdx.x; o < outputs; o += kThreads) {
+    const int g = o / kHeadDim, d = o % kHeadDim;
+    float* dst = partials + (int64_t(g) * splits + split) * (kHeadDim + 2);
+    dst[d] = partial[o];
+    if (d == 0) {
+      dst[kHeadDim] = stat_max[g];
+      dst[kHeadDim + 1] = stat_sum[g];
+    }
+  }
+  __threadfence();  // this CTA's partials are visible device-wide before it counts itself done
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    is_last = atomicAdd(counter, 1) + 1 == splits;
+    if (is_last) *counter = 0;  // ready for the next launch (graph replays reuse the workspace)
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int o = threadIdx.x; o < outputs; o += kThreads) {
+    const int g = o / kHeadDim, d = o % kHeadDim;
+    out[o] = __float2bfloat16_rn(
+        flash_decode::merge_split_partials<kHeadDim>(partials + int64_t(g) * splits * (kHeadDim + 2), splits, d));
+  }
 }
 
 }  // namespace qwen3::kernels::qkv_attention

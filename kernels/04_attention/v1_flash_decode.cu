@@ -50,6 +50,10 @@ int64_t attention_workspace_floats(int64_t tokens, int64_t q_heads, int64_t head
   return flash_decode::workspace_floats(tokens, q_heads, head_dim, max_ctx);
 }
 
+int64_t attention_workspace_counter_bytes(int64_t q_heads) {
+  return flash_decode::kMaxTokens * q_heads * int64_t(sizeof(int));
+}
+
 bool attention_v1_supports(const AttentionArgs& a) { return flash_decode::supports(a); }
 
 void launch_split_then_merge(const AttentionArgs& a, int64_t target_ctas, cudaStream_t stream) {

@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/flash_decode.cuh"
 #include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
@@ -71,12 +72,23 @@ struct Layout {
   }
 };
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kGlobalMerge, int kChains, bool kLean>
+// kLean (v10): the K/V tile loads with each thread's offsets computed once (a thread always moves the same 16-byte
+// chunk of every kThreads / kChunks-th key of a tile, and that stride keeps the swizzle), instead of a generic loop
+// that recomputes key, chunk and swizzle per load: the loads and the result are the same bits. In SASS the generic
+// issue was ~240 instructions of the ~850 of the tile loop, and ncu on v6 at 8192 counted ~5,350 instructions per
+// warp at 6.9 cycles each: the kernel is bound by its own instruction latency, not by HBM (27% busy).
+// kChains (2: v8 at long contexts): independent accumulator chains per product, so a warp's mma.sync do not all
+// wait on the one before (ncu on v6 at 8192: 8 warps per SM, a warp issues every 6.9 cycles, 71% of the cycles with
+// no eligible warp, "wait" the first stall reason). Sums the chains at the end: a different fp32 order.
+// kGlobalMerge (v6 at long contexts): no cluster; gridDim.x CTAs split the keys and the last one to finish merges
+// through the workspace (qkv_attention::write_output_global).
 // keys_per_split: 0 (v2) splits every token's keys over all gridDim.x CTAs of its cluster; > 0 (v3) uses only
 // as many as give each at most that many keys, so a short context in a long bucket runs on one CTA without the
 // cluster barrier (the grid is sized on the host for the bucket, the position is only known on the device).
+// a.l2_prefetch_bytes > 0 (v4, v5; the v2/v3 launchers clear it): pull a.l2_prefetch into L2, see below.
 __global__ void __launch_bounds__(kThreads)
-    qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap, int keys_per_split) {
+    qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap, int keys_per_split, bool prefetch_before_wait) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<kHeadDim, kStages>;
   constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks per K/V row
@@ -92,8 +104,16 @@ __global__ void __launch_bounds__(kThreads)
   float* stat_sum = stat_max + kMaxGroup;
   float* scores = reinterpret_cast<float*>(smem + L::kScores);  // (group, keys_cap)
 
-  pdl_launch_dependents();
+  if (a.pdl_trigger <= 0.0f) pdl_launch_dependents();  // else after a.pdl_trigger of the K/V tiles, below
+  // v4/v5: the last warp asks L2 for this CTA's share of the next GEMV's weights (never written: safe before the
+  // wait), after the wait (v4: HBM is then idle but for this kernel's K/V) or before it (v5: overlaps the QKV
+  // GEMV's draining tail, when its last CTAs leave HBM partly idle).
+  const bool prefetch = a.l2_prefetch_bytes > 0 && threadIdx.x / kWarpSize == kWarps - 1;
+  if (prefetch && prefetch_before_wait)
+    qkv_attention::prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
   pdl_wait();  // qkv comes from the previous kernel, the cached rows from earlier steps
+  if (prefetch && !prefetch_before_wait)
+    qkv_attention::prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
 
   const QkNormRopeCacheArgs& p = a.prep;
   const int group = int(p.q_heads / p.kv_heads);
@@ -115,9 +135,29 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* k_rows = p.k_cache + first_row;
   const bf16* v_rows = p.v_cache + first_row;
 
+  // kLean's per-thread constants: chunk `piece` of keys key_base + j * kKeyStep (kKeyStep % 8 == 0: same swizzle).
+  constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
+  static_assert(kThreads % kChunks == 0 && kKeyStep % 8 == 0 && kTileKeys % kKeyStep == 0, "lean tile loads");
+  const int piece = threadIdx.x % kChunks, key_base = threadIdx.x / kChunks;
+  const int smem_base = swizzled<kHeadDim>(key_base, piece);
+  const int64_t gmem_base = int64_t(key_base) * row_stride + piece * 8;
+
   // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
   auto issue = [&](int i) {
-    if (i < 2 * tiles) {
+    if (kLean && i < 2 * tiles) {
+      const bool is_v = i >= tiles;
+      const int first = (is_v ? i - tiles : i) * kTileKeys;
+      const bf16* tile_src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (the dummy of skipped loads)
+      const bf16* src = tile_src + gmem_base;
+      bf16* dst = ring + (i % kStages) * L::kTileElems + smem_base;
+      const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in units of this thread's keys
+#pragma unroll
+      for (int j = 0; j < kLoadsPerThread; ++j) {
+        const bool load = j * kKeyStep < end && j * kKeyStep != skip;
+        cp_async_16B_zfill(dst + j * kKeyStep * kHeadDim, load ? src + int64_t(j * kKeyStep) * row_stride : tile_src,
+                           load ? 16 : 0);
+      }
+    } else if (!kLean && i < 2 * tiles) {
       const bool is_v = i >= tiles;
       const int first = (is_v ? i - tiles : i) * kTileKeys;
       const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;
@@ -150,9 +190,12 @@ __global__ void __launch_bounds__(kThreads)
     q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
     q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
   }
-  float o_acc[kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles)
+  static_assert(kChains == 1 || kChains == 2, "one or two accumulator chains");
+  float o_acc[kChains][kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles), per chain
 
+  const int trigger_tile = a.pdl_trigger > 0.0f ? int(a.pdl_trigger * float(2 * tiles)) : -1;
   for (int i = 0; i < 2 * tiles; ++i) {
+    if (i == trigger_tile) pdl_launch_dependents();
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile i is in for every thread, and every thread is done with tile i - 1's slot
     issue(i + kStages - 1);
@@ -167,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
     }
     if (!is_v) {  // S[g][key] for this warp's 8 keys: 8 rows x 8 keys x head_dim
-      float s_acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      float s_acc[kChains][4] = {};
       const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
 #pragma unroll
       for (int s = 0; s < kKSteps; s += 2) {
@@ -176,13 +219,16 @@ __global__ void __launch_bounds__(kThreads)
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
         const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
         const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
-        mma_bf16_16816(s_acc, a0, b0);
-        mma_bf16_16816(s_acc, a1, b1);
+        mma_bf16_16816(s_acc[0], a0, b0);
+        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
       }
-      const int local = first + warp * 8 + tig * 2;  // s_acc[0..1]: q head gid, keys local, local + 1
+      if constexpr (kChains == 2)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+      const int local = first + warp * 8 + tig * 2;  // s_acc[0][0..1]: q head gid, keys local, local + 1
       if (gid < group) {
-        if (local < n_keys) scores[gid * keys_cap + local] = s_acc[0] * a.scale;
-        if (local + 1 < n_keys) scores[gid * keys_cap + local + 1] = s_acc[1] * a.scale;
+        if (local < n_keys) scores[gid * keys_cap + local] = s_acc[0][0] * a.scale;
+        if (local + 1 < n_keys) scores[gid * keys_cap + local + 1] = s_acc[0][1] * a.scale;
       }
     } else {
       if (i == tiles) {  // every score is in (the barrier above): P = bf16(exp(s - max)) per q head
@@ -216,24 +262,38 @@ __global__ void __launch_bounds__(kThreads)
         for (int t = 0; t < kDimTiles; ++t) {
           uint32_t b[2];
           ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
-          mma_bf16_16816(o_acc[t], pa, b);
+          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
         }
       }
     }
   }
 
-  // This CTA's unnormalized output: o_acc[t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
+  if (a.pdl_trigger > 0.0f) pdl_launch_dependents();  // (a no-op where the loop did)
+  if constexpr (kChains == 2)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
+  // This CTA's unnormalized output: o_acc[0][t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
   if (gid < group)
 #pragma unroll
     for (int t = 0; t < kDimTiles; ++t) {
       const int col = 8 * (warp * kDimTiles + t) + tig * 2;
-      partial[gid * kHeadDim + col] = o_acc[t][0];
-      partial[gid * kHeadDim + col + 1] = o_acc[t][1];
+      partial[gid * kHeadDim + col] = o_acc[0][t][0];
+      partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
     }
   bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * kHeadDim;  // (group, kHeadDim)
   cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
-  qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, group * kHeadDim, split, splits,
-                                                  launched, out);
+  if constexpr (kGlobalMerge) {
+    int* counter = reinterpret_cast<int*>(a.workspace) + int64_t(token) * p.kv_heads + kv_head;
+    float* partials = a.workspace + flash_decode::kMaxTokens * p.q_heads +
+                      (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * launched * (kHeadDim + 2);
+    qkv_attention::write_output_global<kHeadDim, kThreads>(partial, stat_max, stat_sum, group, split, launched,
+                                                           partials, counter, out);
+  } else {
+    qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, group * kHeadDim, split, splits,
+                                                    launched, out);
+  }
 #endif
 }
 
@@ -247,37 +307,74 @@ int cluster_limit(const QkvAttentionArgs& a) {
   return a.prep.tokens == 1 ? kMaxCluster : limit;
 }
 
-template <int kHeadDim, int kStages>
+template <int kHeadDim, int kStages, bool kGlobalMerge, int kChains, bool kLean>
 void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int group,
-                   int keys_per_split, cudaStream_t stream) {
+                   int keys_per_split, bool prefetch_before_wait, cudaStream_t stream) {
   using L = Layout<kHeadDim, kStages>;
+  constexpr auto kernel = qkv_attention_mma_kernel<kHeadDim, kStages, kGlobalMerge, kChains, kLean>;
   // The opt-in limit is raised only as far as a launch needs: set to the 227 KB maximum, the short-context launches
   // (74 KB) ran 0.25 ms per decode step slower in the engine than v1 did, though faster in isolation.
   static std::atomic<size_t> configured{0};
   const size_t bytes = L::bytes(plan.keys_cap, group);
   if (bytes > configured.load()) {
-    CUDA_CHECK(cudaFuncSetAttribute(qkv_attention_mma_kernel<kHeadDim, kStages>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     configured.store(bytes);
   }
-  launch_clustered(qkv_attention_mma_kernel<kHeadDim, kStages>,
-                   dim3(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens)), dim3(kThreads),
-                   bytes, stream, unsigned(plan.cluster), a, plan.keys_cap, keys_per_split);
+  const dim3 grid(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens));
+  if constexpr (kGlobalMerge) {
+    launch(kernel, grid, dim3(kThreads), bytes, stream, a, plan.keys_cap, keys_per_split, prefetch_before_wait);
+  } else {
+    launch_clustered(kernel, grid, dim3(kThreads), bytes, stream, unsigned(plan.cluster), a, plan.keys_cap,
+                     keys_per_split, prefetch_before_wait);
+  }
 }
 
 // An 8-deep ring (7 tiles in flight) wherever it fits in shared memory, also for short contexts that never fill
 // it: at ~140 KB a CTA has its SM to itself. In the decode graph the CTAs launch (PDL) while the QKV GEMV still
 // holds most SMs, and the 4-deep ring's 74 KB let two or three of a cluster's CTAs pack onto one SM: 0.25-0.3 ms
 // per decode step slower at contexts 128-600 on the H200 (4.472 vs 4.149 ms at 128), though faster in isolation.
-template <int kHeadDim>
-void launch_head_dim(const QkvAttentionArgs& a, int keys_per_split, cudaStream_t stream) {
-  const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, cluster_limit(a), kTileKeys);
+// ring4 (v7, v9, v10 past 2048-key buckets, two CTAs per SM by design) takes the 4-deep ring always.
+template <int kHeadDim, bool kGlobalMerge, int kChains = 1, bool kLean = false>
+void launch_plan(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int keys_per_split,
+                 bool prefetch_before_wait, cudaStream_t stream, bool ring4 = false) {
   const int group = int(a.prep.q_heads / a.prep.kv_heads);
-  if (Layout<kHeadDim, 8>::bytes(plan.keys_cap, group) <= kMaxSmem) {
-    launch_stages<kHeadDim, 8>(a, plan, group, keys_per_split, stream);
+  if (!ring4 && Layout<kHeadDim, 8>::bytes(plan.keys_cap, group) <= kMaxSmem) {
+    launch_stages<kHeadDim, 8, kGlobalMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
+                                                             stream);
   } else {
-    launch_stages<kHeadDim, 4>(a, plan, group, keys_per_split, stream);
+    launch_stages<kHeadDim, 4, kGlobalMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
+                                                             stream);
   }
+}
+
+template <int kHeadDim, bool kLean>
+void launch_head_dim(const QkvAttentionArgs& a, int keys_per_split, bool prefetch_before_wait,
+                     cudaStream_t stream) {
+  const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, cluster_limit(a), kTileKeys);
+  launch_plan<kHeadDim, false, 1, kLean>(a, plan, keys_per_split, prefetch_before_wait, stream);
+}
+
+// The long-context plan of v6-v11: as many CTAs per (token, kv head) as fill the SMs once at ctas_per_sm CTAs each
+// (a power of two), at least kKeysPerCtaTarget keys each. Its cluster field is the split count.
+qkv_attention::ClusterPlan global_plan(const QkvAttentionArgs& a, int ctas_per_sm) {
+  const int64_t fit = int64_t(ctas_per_sm) * device_sm_count() / (a.prep.kv_heads * a.prep.tokens);
+  int max_splits = 1;  // a power of two: plan_clusters doubles up to it (33 would have become 64, two waves)
+  while (max_splits * 2 <= std::min<int64_t>(fit, 1 << 12)) max_splits *= 2;
+  return qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, max_splits, kTileKeys);
+}
+
+// Every launcher of this file: head_dim dispatch; prefetch_hint false clears the L2 prefetch hint (v2, v3).
+template <bool kLean = false>
+void launch_version(const QkvAttentionArgs& args, int keys_per_split, bool prefetch_hint, bool prefetch_before_wait,
+                    cudaStream_t stream) {
+  QkvAttentionArgs a = args;
+  if (!prefetch_hint || a.l2_prefetch == nullptr) a.l2_prefetch_bytes = 0;
+  if (a.prep.head_dim == 128) {
+    launch_head_dim<128, kLean>(a, keys_per_split, prefetch_before_wait, stream);
+  } else {
+    launch_head_dim<64, kLean>(a, keys_per_split, prefetch_before_wait, stream);
+  }
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -294,12 +391,7 @@ bool qkv_attention_v2_supports(const QkvAttentionArgs& a) {
 }
 
 void launch_qkv_attention_v2(const QkvAttentionArgs& a, cudaStream_t stream) {
-  if (a.prep.head_dim == 128) {
-    launch_head_dim<128>(a, 0, stream);
-  } else {
-    launch_head_dim<64>(a, 0, stream);
-  }
-  CUDA_CHECK_LAUNCH();
+  launch_version(a, 0, false, false, stream);
 }
 
 // v3_qkv_attention_adaptive: v2's kernel splitting each token's keys over only as many CTAs of the cluster as
@@ -308,12 +400,95 @@ void launch_qkv_attention_v2(const QkvAttentionArgs& a, cudaStream_t stream) {
 bool qkv_attention_v3_supports(const QkvAttentionArgs& a) { return qkv_attention_v2_supports(a); }
 
 void launch_qkv_attention_v3(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_version(a, kKeysPerCtaTarget, false, false, stream);
+}
+
+// v4_qkv_attention_l2: v2 that also pulls the hinted bytes (the o projection's weights) into L2 right after its
+// PDL wait. At context 128 the fused attention is ~7 us of latency per layer while HBM idles; 7 us at 4.5 TB/s is
+// ~31 MB, about the o projection of Qwen3-8B (32 MB), which the o GEMV then reads from L2.
+bool qkv_attention_v4_supports(const QkvAttentionArgs& a) { return qkv_attention_v2_supports(a); }
+
+void launch_qkv_attention_v4(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_version(a, 0, true, false, stream);
+}
+
+// v5_qkv_attention_l2_early: v4 with the prefetch asked for before the PDL wait, while the QKV GEMV drains.
+bool qkv_attention_v5_supports(const QkvAttentionArgs& a) { return qkv_attention_v2_supports(a); }
+
+void launch_qkv_attention_v5(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_version(a, 0, true, true, stream);
+}
+
+namespace {
+
+// v6_qkv_attention_split: v2 where the cluster leaves CTAs more than 2 * kKeysPerCtaTarget keys (past 2048 keys at
+// batch 1): then no cluster, as many CTAs per (token, kv head) as fill the SMs once (16 per kv head at batch 1 on
+// 132 SMs, against v2's 8), merged by the last one through the workspace. At context 8192 v2 streams the K/V at
+// ~1 TB/s on 64 SMs, each ~18 GB/s.
+// v7_qkv_attention_split2: v6 with two CTAs per SM on the global path (a 4-deep ring, ~80 KB): twice the splits.
+// Whether the global-merge path can run this launch (its scores buffer, the workspace's partials and counters).
+bool global_feasible(const QkvAttentionArgs& a, int ctas_per_sm) {
+  const QkNormRopeCacheArgs& p = a.prep;
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
+  if (p.tokens < 1 || p.tokens > flash_decode::kMaxTokens || p.kv_heads > 65535) return false;
+  if (a.max_position < 0 || a.max_position >= p.max_ctx || a.workspace == nullptr) return false;
+  if (!qkv_attention::device_has_clusters()) return false;  // (the kernel's body is built for sm_90 only)
+  const auto plan = global_plan(a, ctas_per_sm);
+  return plan.keys_cap <= kMaxKeysPerCta &&
+         plan.cluster <= (p.max_ctx + flash_decode::kMinChunk - 1) / flash_decode::kMinChunk;
+}
+
+bool split_supports(const QkvAttentionArgs& a, int ctas_per_sm) {
+  return qkv_attention_v2_supports(a) || global_feasible(a, ctas_per_sm);
+}
+
+template <int kChains, bool kLeanCluster = false, bool kLeanGlobal = kLeanCluster>
+void launch_split(const QkvAttentionArgs& args, int ctas_per_sm, cudaStream_t stream) {
+  QkvAttentionArgs a = args;
+  a.l2_prefetch_bytes = 0;
+  // The global path where the cluster would give a CTA more than 2 * kKeysPerCtaTarget keys (past 2048-key buckets
+  // at batch 1) and it gives more CTAs. Per decode step against v2 on the H200 (v6): the 4096-key bucket (prompt
+  // 2048) 0.9% slower, the 8192 bucket (prompt 4096) 1% faster, the 16K bucket (prompt 8192) 4.5% faster.
+  const auto cluster = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, cluster_limit(a), kTileKeys);
+  const auto plan = global_plan(a, ctas_per_sm);
+  const bool global = global_feasible(a, ctas_per_sm) && cluster.keys_cap > 2 * kKeysPerCtaTarget &&
+                      plan.cluster > cluster.cluster;
+  if (!global && qkv_attention_v2_supports(a)) {
+    launch_version<kLeanCluster>(a, 0, false, false, stream);
+    return;
+  }
   if (a.prep.head_dim == 128) {
-    launch_head_dim<128>(a, kKeysPerCtaTarget, stream);
+    launch_plan<128, true, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
   } else {
-    launch_head_dim<64>(a, kKeysPerCtaTarget, stream);
+    launch_plan<64, true, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
   }
   CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool qkv_attention_v6_supports(const QkvAttentionArgs& a) { return split_supports(a, 1); }
+void launch_qkv_attention_v6(const QkvAttentionArgs& a, cudaStream_t stream) { launch_split<1>(a, 1, stream); }
+bool qkv_attention_v7_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
+void launch_qkv_attention_v7(const QkvAttentionArgs& a, cudaStream_t stream) { launch_split<1>(a, 2, stream); }
+// v8_qkv_attention_chains: v6 whose long-context path runs two accumulator chains per product (kChains above).
+bool qkv_attention_v8_supports(const QkvAttentionArgs& a) { return split_supports(a, 1); }
+void launch_qkv_attention_v8(const QkvAttentionArgs& a, cudaStream_t stream) { launch_split<2>(a, 1, stream); }
+// v9_qkv_attention_split2_chains: v7 (two CTAs per SM) with v8's two accumulator chains.
+bool qkv_attention_v9_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
+void launch_qkv_attention_v9(const QkvAttentionArgs& a, cudaStream_t stream) { launch_split<2>(a, 2, stream); }
+// v10_qkv_attention_lean: v9 with the lean tile loads (kLean above) on both paths.
+bool qkv_attention_v10_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
+void launch_qkv_attention_v10(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_split<2, true>(a, 2, stream);
+}
+// v11_qkv_attention_lean_short: the lean loads on the cluster path only (v10 at up to 2048-key buckets, v9 past
+// them). On the H200 v10 was 0.7% faster per decode step than v9 at contexts 128 and 1024 (isolated at 128: 6.79 vs
+// 7.58 us) but 0.6% slower at 8192 and, isolated, 16.1 vs 14.0 us at batch 4, context 1024.
+bool qkv_attention_v11_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
+void launch_qkv_attention_v11(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_split<2, true, false>(a, 2, stream);
 }
 
 }  // namespace qwen3::kernels

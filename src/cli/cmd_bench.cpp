@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <random>
 
@@ -69,7 +70,9 @@ void register_bench(CLI::App& app) {
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string norm_gemv, residual_gemv, norm_gate_up;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
+    std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
+    std::vector<std::string> pdl_trigger;
   };
   auto o = std::make_shared<Options>();
   auto* source = cmd->add_option_group("weights");
@@ -93,6 +96,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--decode-attention", o->decode_attention, "Override the decode attention version");
   cmd->add_option("--qkv-attention", o->decode_qkv_attention,
                   "Override the fused decode attention (QK-norm + RoPE + cache + attention) version, or off");
+  cmd->add_option("--attention-l2-prefetch-mb", o->attention_prefetch_mb,
+                  "MB of each layer's o projection the fused attention pulls into L2 (versions with a prefetch)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -101,6 +107,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
   cmd->add_option("--fold-norms", o->fold_norms, "Residual adds and RMSNorms folded into the decode GEMVs on/off");
+  cmd->add_option("--pdl-trigger", o->pdl_trigger,
+                  "SITE=F,...: batch-1 decode launch sites (--profile's names) that let the next kernel launch (PDL) "
+                  "only after a fraction F in (0, 1] of their work, instead of at their start")
+      ->delimiter(',');
   cmd->add_option("--skip", o->skip,
                   "Profiling only: leave these launch sites (--profile's names) out of the batch-1 decode step "
                   "to time the step without them; the tokens are then garbage")
@@ -114,6 +124,7 @@ void register_bench(CLI::App& app) {
       options.decode_gemm = options.decode_gemm_batched = options.decode_gemm_batched_large = o->decode_gemm;
     if (!o->decode_attention.empty()) options.decode_attention = o->decode_attention;
     if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
+    if (o->attention_prefetch_mb) options.attention_l2_prefetch_bytes = *o->attention_prefetch_mb << 20;
     if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
@@ -124,6 +135,20 @@ void register_bench(CLI::App& app) {
     if (o->fold_norms) options.fold_norms = *o->fold_norms;
     options.max_batch = o->batch;
     options.skip_launches.insert(o->skip.begin(), o->skip.end());
+    for (const std::string& item : o->pdl_trigger) {
+      const size_t eq = item.find('=');
+      float fraction = -1.0f;
+      try {
+        if (eq != std::string::npos) fraction = std::stof(item.substr(eq + 1));
+      } catch (const std::exception&) {
+      }
+      static const std::set<std::string> kSites = {"gemm_qkv_norm", "qkv_attention", "gemm_o_residual",
+                                                   "gemm_gate_up_swiglu_norm", "gemm_down_residual"};
+      if (eq == std::string::npos || kSites.count(item.substr(0, eq)) == 0 || !(fraction > 0.0f && fraction <= 1.0f))
+        throw InputError("--pdl-trigger wants SITE=F, SITE one of gemm_qkv_norm, qkv_attention, gemm_o_residual, "
+                         "gemm_gate_up_swiglu_norm, gemm_down_residual and F in (0, 1]; got '" + item + "'");
+      options.pdl_trigger[item.substr(0, eq)] = fraction;
+    }
     options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 16;  // + profile steps
     std::unique_ptr<Checkpoint> checkpoint;
     std::unique_ptr<CudaEngine> engine;
@@ -206,6 +231,8 @@ void register_bench(CLI::App& app) {
                                                               : options.decode_gemm_batched);
     j["decode_attention"] = options.decode_attention;
     j["qkv_attention"] = options.decode_qkv_attention;
+    j["attention_l2_prefetch_bytes"] = options.attention_l2_prefetch_bytes;
+    j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;

@@ -572,17 +572,25 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                         c.num_kv_heads, D, context, max_position, 1.0f / std::sqrt(float(D)),
                                         m.attention_workspace.as<float>()};
   if (attention->supports && !attention->supports(attention_args)) attention = m.prefill_attention;
+  const auto trigger = [&](const char* site) {
+    const auto it = o.pdl_trigger.find(site);
+    return it == o.pdl_trigger.end() ? 0.0f : it->second;
+  };
   // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
   // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
   const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
     if (!decode || !o.fused || !m.decode_qkv_attention) return false;
+    const int64_t o_bytes = H * QD * int64_t(sizeof(bf16));
     const kernels::QkvAttentionArgs a{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
                                        m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads,
                                        c.num_kv_heads, D, context},
                                       attn,
                                       max_position,
                                       1.0f / std::sqrt(float(D)),
-                                      m.attention_workspace.as<float>()};
+                                      m.attention_workspace.as<float>(),
+                                      L.wo,
+                                      std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16,
+                                      trigger("qkv_attention")};
     if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
     if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
     m.count("qkv_attention", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
@@ -621,7 +629,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
       if (kept("gemm_qkv_norm"))
         launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(),
-                        {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H});
+                        {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H,
+                         trigger("gemm_qkv_norm")});
       m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
       if (!fused_attention(L, k_cache, v_cache)) {
         if (kept("qk_norm_rope_cache"))
@@ -635,13 +644,16 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         if (kept("attention")) attention->launch(attention_args, s);
         m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
       }
-      if (kept("gemm_o_residual")) partial_count = residual({attn, L.wo, h, partials, rows, H, QD});
+      if (kept("gemm_o_residual"))
+        partial_count = residual({attn, L.wo, h, partials, rows, H, QD, trigger("gemm_o_residual")});
       m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
       if (kept("gemm_gate_up_swiglu_norm"))
         launch_or_first(m.norm_gate_up, kernels::norm_gate_up_swiglu_versions(),
-                        {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H});
+                        {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H,
+                         trigger("gemm_gate_up_swiglu_norm")});
       m.count("gemm_gate_up_swiglu_norm", 2.0 * double(2 * I * H + rows * H + rows * I));
-      if (kept("gemm_down_residual")) partial_count = residual({act, L.w_down, h, partials, rows, H, I});
+      if (kept("gemm_down_residual"))
+        partial_count = residual({act, L.w_down, h, partials, rows, H, I, trigger("gemm_down_residual")});
       m.count("gemm_down_residual", 2.0 * double(H * I + rows * I + 2 * rows * H));
     }
     rmsnorm(h, m.final_norm, x, rows, H);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +34,16 @@ struct EngineOptions {
   std::string decode_attention = "v3_flash_decode_wide";
   // Decode attention with QK-norm, RoPE and the cache store fused in (kernels/registry.h qkv_attention_versions);
   // "off", or a shape it does not support (sm_89, contexts past 16K): qk_norm_rope_cache + decode_attention.
-  std::string decode_qkv_attention = "v2_qkv_attention_mma";
+  // v11: v2 with lean tile loads up to 2048-key buckets; past them the keys split over two CTAs per SM (v9; H200,
+  // context 8192: 4.948 vs 5.233 ms per step for v2; batch 4 at 4096: 6.273 vs 6.481 ms).
+  std::string decode_qkv_attention = "v11_qkv_attention_lean_short";
+  // Bytes of each layer's o projection the fused attention is hinted to pull into L2 while it runs (versions with
+  // an L2 prefetch; capped at the o weights' size). 0: no hint.
+  int64_t attention_l2_prefetch_bytes = int64_t(32) << 20;
+  // Batch-1 folded decode path and fused attention, by launch site (gemm_qkv_norm, qkv_attention, gemm_o_residual,
+  // gemm_gate_up_swiglu_norm, gemm_down_residual): the fraction of its work a kernel does before it lets the next
+  // one launch under PDL (kernels.h pdl_trigger). Sites not named trigger at their start.
+  std::map<std::string, float> pdl_trigger;
   // The batch-1 decode GEMVs with the norms / residual adds folded in (fold_norms): QKV with the input RMSNorm,
   // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
   // support the shape or device falls back to the first of its op (kernels/registry.cu).

@@ -1070,6 +1070,9 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
   DeviceArray<float> workspace_d(size_t(std::max<int64_t>(workspace_floats, 1)));
   const int64_t max_position =
       c.max_position >= 0 ? c.max_position : *std::max_element(c.positions.begin(), c.positions.end());
+  // The L2 prefetch hint (versions that use it only read it): a buffer nothing else touches, of an odd size.
+  const int64_t prefetch_bytes = 3 * (1 << 20) + 16 * 7;
+  DeviceArray<uint16_t> prefetch_d(size_t(prefetch_bytes / 2));
   const kernels::QkvAttentionArgs args{
       {as_bf16(qkv_d), as_bf16(q_norm_d), as_bf16(k_norm_d), as_bf16(q_scratch_d), as_bf16(k_d), as_bf16(v_d),
        positions_d.get(), c.slots.empty() ? nullptr : slots_d.get(), inv_freq_d.get(), 1.0f, kEps, tokens,
@@ -1077,7 +1080,10 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
       as_bf16(out_d),
       max_position,
       scale,
-      workspace_d.get()};
+      workspace_d.get(),
+      prefetch_d.get(),
+      prefetch_bytes,
+      (seed & 1) ? 0.5f : 0.0f};  // about half the cases also with the late PDL trigger
   // Rows a version must not write hold their input values; check_cache wants them poison, so compare here.
   auto check_cache_rows = [&](const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
                               const std::vector<float>* bound, const char* what, const std::string& run_label) {
@@ -1102,7 +1108,10 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
         v_d.upload(v_cache);
         out_d.poison();
         q_scratch_d.poison();
-        workspace_d.poison();
+        workspace_d.poison();  // partials NaN; the merge counters zero, as the engine leaves them
+        const int64_t counter_bytes =
+            std::min(workspace_floats * 4, kernels::attention_workspace_counter_bytes(c.q_heads));
+        CUDA_OK(cudaMemsetAsync(workspace_d.get(), 0, size_t(counter_bytes), test_stream()));
       },
       [&](const std::string& run_label) {
         const auto got = out_d.download();
@@ -1327,8 +1336,9 @@ TEST_F(GpuTest, GemvResidualMatchesReference) {
       const std::vector<uint16_t> residual_in(residual.begin(), residual.begin() + m * c.n);  // (m, n)
       DeviceArray<uint16_t> residual_d(residual_in.size());
       DeviceArray<float> partials_d(size_t(m * kernels::kMaxNormPartials));  // (m, kMaxNormPartials)
-      const GemvResidualArgs args{
-          as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(residual_d), partials_d.get(), m, c.n, c.k};
+      // m == 2 also covers the late PDL trigger (kernels.h pdl_trigger): it must not change a bit.
+      const GemvResidualArgs args{as_bf16(problem.x_d), as_bf16(problem.w_d), as_bf16(residual_d), partials_d.get(),
+                                  m, c.n, c.k, m == 2 ? 0.5f : 0.0f};
       runner.run(
           label, args,
           [&] {
@@ -1498,7 +1508,8 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
                                 as_bf16(y_d),
                                 m,
                                 c.n,
-                                c.k};
+                                c.k,
+                                m == 2 ? 0.5f : 0.0f};  // m == 2: also the late PDL trigger
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -1590,7 +1601,8 @@ TEST_F(GpuTest, NormGateUpSwigluMatchesReference) {
                                         as_bf16(out_d),
                                         m,
                                         c.inter,
-                                        c.k};
+                                        c.k,
+                                        m == 2 ? 0.5f : 0.0f};  // m == 2: also the late PDL trigger
         runner.run(
             label, args, [&] { out_d.poison(); },
             [&](const std::string& run_label) {
