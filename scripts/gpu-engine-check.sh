@@ -37,14 +37,18 @@ echo "== bench"
 bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
 S="--synthetic qwen3-8b"
 if [ "${FINAL_ONLY:-0}" = 1 ]; then
-  # This session's ladder at context 128 (each row one change), then the final path at other shapes.
+  # The ladder at context 128 (each row one change: sessions 2 and 3), then the final path at other shapes beside
+  # session 2's attention (v2) and the unfused pair.
   bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
   bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v1_qkv_attention_cluster --norm-gemv v8_gemv_norm
   bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v2_qkv_attention_mma --norm-gemv v8_gemv_norm
+  bench $S --path fast --prompt-len 128 --gen 256 --norm-gemv v10_gemv_norm_wave --qkv-attention v2_qkv_attention_mma
   bench $S --path fast --prompt-len 128 --gen 256 --profile
   bench $S --path fast --prompt-len 1024 --gen 256
+  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention v2_qkv_attention_mma
   bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
   bench $S --path fast --prompt-len 8192 --gen 128 --profile
+  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention v2_qkv_attention_mma
   bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention off --norm-gemv v8_gemv_norm
   for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
   bench $S --path fast --prompt-len 512 --gen 8
