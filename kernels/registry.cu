@@ -71,6 +71,8 @@ void launch_qkv_attention_v10(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v10_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v11(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v11_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_v12(const QkvAttentionArgs&, cudaStream_t);
+bool qkv_attention_v12_supports(const QkvAttentionArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -222,6 +224,9 @@ const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
       {"v11_qkv_attention_lean_short", "v10's lean loads at short contexts (the cluster path), v9 past 2048-key "
                                        "buckets (v2_qkv_attention_mma.cu)",
        launch_qkv_attention_v11, qkv_attention_v11_supports},
+      {"v12_qkv_attention_warp_merge", "v11 whose last CTA merges the long-context splits a warp per head, all of "
+                                       "a head's L2 reads in flight at once (v2_qkv_attention_mma.cu)",
+       launch_qkv_attention_v12, qkv_attention_v12_supports},
   };
   return v;
 }

@@ -155,22 +155,27 @@ __device__ __forceinline__ void write_output(const float* partial, const float* 
 #endif
 }
 
-// write_output without a cluster (v6_qkv_attention_split's long contexts, where more CTAs split a token's keys than
-// a portable cluster holds): every CTA writes its partial output and statistics to `partials` (the
-// flash_decode.cuh workspace layout: ((token * q_heads + head) * splits + split) * (kHeadDim + 2) floats, the output
-// then max and sum), counts itself done in `counter`, and the last of the `splits` CTAs merges them all and resets
-// the counter for the next launch. PRECOND: as write_output; every CTA of the (token, kv head) calls it; the
-// counter is 0 before the first launch.
-template <int kHeadDim, int kThreads>
+// write_output without a cluster (v6-v12's long contexts, where more CTAs split a token's keys than a portable
+// cluster holds): every CTA writes its partial output and statistics to `partials` (the flash_decode.cuh workspace
+// layout: ((token * q_heads + head) * splits + split) * (kHeadDim + 2) floats, the output then max and sum), counts
+// itself done in `counter`, and the last of the `splits` CTAs merges them all and resets the counter for the next
+// launch. kWarpMerge (v12): the last CTA first takes each head's split maxima and weighted sums a warp per head, one
+// split per lane (all of a head's L2 reads in flight at once), keeps the weights in `scratch` (>= group * splits
+// floats of shared memory), then every output element is one pass over the splits; else (v6-v11) each element
+// reads every split's max in one pass and its sum and value in a second (two chains of L2 round trips per thread).
+// PRECOND: as write_output; every CTA of the (token, kv head) calls it; the counter is 0 before the first launch.
+template <int kHeadDim, int kThreads, bool kWarpMerge = false>
 __device__ __forceinline__ void write_output_global(const float* partial, const float* stat_max,
                                                     const float* stat_sum, int group, int split, int splits,
-                                                    float* partials, int* counter, bf16* out) {
+                                                    float* partials, int* counter, bf16* out,
+                                                    float* scratch = nullptr) {
+  constexpr int kStride = kHeadDim + 2;
   const int outputs = group * kHeadDim;
   __shared__ int is_last;
   __syncthreads();  // partial and statistics complete
   for (int o = threadIdx.x; o < outputs; o += kThreads) {
     const int g = o / kHeadDim, d = o % kHeadDim;
-    float* dst = partials + (int64_t(g) * splits + split) * (kHeadDim + 2);
+    float* dst = partials + (int64_t(g) * splits + split) * kStride;
     dst[d] = partial[o];
     if (d == 0) {
       dst[kHeadDim] = stat_max[g];
@@ -186,10 +191,40 @@ __device__ __forceinline__ void write_output_global(const float* partial, const 
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  for (int o = threadIdx.x; o < outputs; o += kThreads) {
-    const int g = o / kHeadDim, d = o % kHeadDim;
-    out[o] = __float2bfloat16_rn(
-        flash_decode::merge_split_partials<kHeadDim>(partials + int64_t(g) * splits * (kHeadDim + 2), splits, d));
+  if constexpr (kWarpMerge) {
+    constexpr int kWarps = kThreads / kWarpSize;
+    __shared__ float totals[kWarps * 4];  // per head (group <= 8 < kWarps * 4)
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+    for (int g = warp; g < group; g += kWarps) {
+      const float* base = partials + int64_t(g) * splits * kStride;
+      float m = -FLT_MAX;
+      for (int s = lane; s < splits; s += kWarpSize) m = fmaxf(m, __ldcg(base + s * kStride + kHeadDim));
+      m = warp_max(m);
+      float total = 0.0f;
+      for (int s = lane; s < splits; s += kWarpSize) {
+        const float w = expf(__ldcg(base + s * kStride + kHeadDim) - m);
+        scratch[g * splits + s] = w;
+        total += __ldcg(base + s * kStride + kHeadDim + 1) * w;
+      }
+      total = warp_sum(total);
+      if (lane == 0) totals[g] = total;
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < outputs; o += kThreads) {
+      const int g = o / kHeadDim, d = o % kHeadDim;
+      const float* base = partials + int64_t(g) * splits * kStride + d;
+      const float* w = scratch + g * splits;
+      float value = 0.0f;
+#pragma unroll 8
+      for (int s = 0; s < splits; ++s) value += __ldcg(base + s * kStride) * w[s];
+      out[o] = __float2bfloat16_rn(value / totals[g]);
+    }
+  } else {
+    for (int o = threadIdx.x; o < outputs; o += kThreads) {
+      const int g = o / kHeadDim, d = o % kHeadDim;
+      out[o] = __float2bfloat16_rn(
+          flash_decode::merge_split_partials<kHeadDim>(partials + int64_t(g) * splits * kStride, splits, d));
+    }
   }
 }
 

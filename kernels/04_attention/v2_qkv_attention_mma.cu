@@ -72,7 +72,7 @@ struct Layout {
   }
 };
 
-template <int kHeadDim, int kStages, bool kGlobalMerge, int kChains, bool kLean>
+template <int kHeadDim, int kStages, int kMerge, int kChains, bool kLean>
 // kLean (v10): the K/V tile loads with each thread's offsets computed once (a thread always moves the same 16-byte
 // chunk of every kThreads / kChunks-th key of a tile, and that stride keeps the swizzle), instead of a generic loop
 // that recomputes key, chunk and swizzle per load: the loads and the result are the same bits. In SASS the generic
@@ -81,8 +81,9 @@ template <int kHeadDim, int kStages, bool kGlobalMerge, int kChains, bool kLean>
 // kChains (2: v8 at long contexts): independent accumulator chains per product, so a warp's mma.sync do not all
 // wait on the one before (ncu on v6 at 8192: 8 warps per SM, a warp issues every 6.9 cycles, 71% of the cycles with
 // no eligible warp, "wait" the first stall reason). Sums the chains at the end: a different fp32 order.
-// kGlobalMerge (v6 at long contexts): no cluster; gridDim.x CTAs split the keys and the last one to finish merges
-// through the workspace (qkv_attention::write_output_global).
+// kMerge: 0 the cluster merge through distributed shared memory; 1 (v6-v11 at long contexts) no cluster, gridDim.x
+// CTAs split the keys and the last one to finish merges through the workspace (qkv_attention::write_output_global);
+// 2 (v12) that merge a warp per head (write_output_global's kWarpMerge), with the scores buffer as its scratch.
 // keys_per_split: 0 (v2) splits every token's keys over all gridDim.x CTAs of its cluster; > 0 (v3) uses only
 // as many as give each at most that many keys, so a short context in a long bucket runs on one CTA without the
 // cluster barrier (the grid is sized on the host for the bucket, the position is only known on the device).
@@ -284,12 +285,12 @@ __global__ void __launch_bounds__(kThreads)
     }
   bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * kHeadDim;  // (group, kHeadDim)
   cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
-  if constexpr (kGlobalMerge) {
+  if constexpr (kMerge > 0) {
     int* counter = reinterpret_cast<int*>(a.workspace) + int64_t(token) * p.kv_heads + kv_head;
     float* partials = a.workspace + flash_decode::kMaxTokens * p.q_heads +
                       (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * launched * (kHeadDim + 2);
-    qkv_attention::write_output_global<kHeadDim, kThreads>(partial, stat_max, stat_sum, group, split, launched,
-                                                           partials, counter, out);
+    qkv_attention::write_output_global<kHeadDim, kThreads, kMerge == 2>(partial, stat_max, stat_sum, group, split,
+                                                                        launched, partials, counter, out, scores);
   } else {
     qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, group * kHeadDim, split, splits,
                                                     launched, out);
@@ -307,11 +308,11 @@ int cluster_limit(const QkvAttentionArgs& a) {
   return a.prep.tokens == 1 ? kMaxCluster : limit;
 }
 
-template <int kHeadDim, int kStages, bool kGlobalMerge, int kChains, bool kLean>
+template <int kHeadDim, int kStages, int kMerge, int kChains, bool kLean>
 void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int group,
                    int keys_per_split, bool prefetch_before_wait, cudaStream_t stream) {
   using L = Layout<kHeadDim, kStages>;
-  constexpr auto kernel = qkv_attention_mma_kernel<kHeadDim, kStages, kGlobalMerge, kChains, kLean>;
+  constexpr auto kernel = qkv_attention_mma_kernel<kHeadDim, kStages, kMerge, kChains, kLean>;
   // The opt-in limit is raised only as far as a launch needs: set to the 227 KB maximum, the short-context launches
   // (74 KB) ran 0.25 ms per decode step slower in the engine than v1 did, though faster in isolation.
   static std::atomic<size_t> configured{0};
@@ -321,7 +322,7 @@ void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& 
     configured.store(bytes);
   }
   const dim3 grid(unsigned(plan.cluster), unsigned(a.prep.kv_heads), unsigned(a.prep.tokens));
-  if constexpr (kGlobalMerge) {
+  if constexpr (kMerge > 0) {
     launch(kernel, grid, dim3(kThreads), bytes, stream, a, plan.keys_cap, keys_per_split, prefetch_before_wait);
   } else {
     launch_clustered(kernel, grid, dim3(kThreads), bytes, stream, unsigned(plan.cluster), a, plan.keys_cap,
@@ -334,15 +335,15 @@ void launch_stages(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& 
 // holds most SMs, and the 4-deep ring's 74 KB let two or three of a cluster's CTAs pack onto one SM: 0.25-0.3 ms
 // per decode step slower at contexts 128-600 on the H200 (4.472 vs 4.149 ms at 128), though faster in isolation.
 // ring4 (v7, v9, v10 past 2048-key buckets, two CTAs per SM by design) takes the 4-deep ring always.
-template <int kHeadDim, bool kGlobalMerge, int kChains = 1, bool kLean = false>
+template <int kHeadDim, int kMerge, int kChains = 1, bool kLean = false>
 void launch_plan(const QkvAttentionArgs& a, const qkv_attention::ClusterPlan& plan, int keys_per_split,
                  bool prefetch_before_wait, cudaStream_t stream, bool ring4 = false) {
   const int group = int(a.prep.q_heads / a.prep.kv_heads);
   if (!ring4 && Layout<kHeadDim, 8>::bytes(plan.keys_cap, group) <= kMaxSmem) {
-    launch_stages<kHeadDim, 8, kGlobalMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
+    launch_stages<kHeadDim, 8, kMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
                                                              stream);
   } else {
-    launch_stages<kHeadDim, 4, kGlobalMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
+    launch_stages<kHeadDim, 4, kMerge, kChains, kLean>(a, plan, group, keys_per_split, prefetch_before_wait,
                                                              stream);
   }
 }
@@ -351,7 +352,7 @@ template <int kHeadDim, bool kLean>
 void launch_head_dim(const QkvAttentionArgs& a, int keys_per_split, bool prefetch_before_wait,
                      cudaStream_t stream) {
   const auto plan = qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, cluster_limit(a), kTileKeys);
-  launch_plan<kHeadDim, false, 1, kLean>(a, plan, keys_per_split, prefetch_before_wait, stream);
+  launch_plan<kHeadDim, 0, 1, kLean>(a, plan, keys_per_split, prefetch_before_wait, stream);
 }
 
 // The long-context plan of v6-v11: as many CTAs per (token, kv head) as fill the SMs once at ctas_per_sm CTAs each
@@ -443,7 +444,7 @@ bool split_supports(const QkvAttentionArgs& a, int ctas_per_sm) {
   return qkv_attention_v2_supports(a) || global_feasible(a, ctas_per_sm);
 }
 
-template <int kChains, bool kLeanCluster = false, bool kLeanGlobal = kLeanCluster>
+template <int kChains, bool kLeanCluster = false, bool kLeanGlobal = kLeanCluster, bool kWarpMerge = false>
 void launch_split(const QkvAttentionArgs& args, int ctas_per_sm, cudaStream_t stream) {
   QkvAttentionArgs a = args;
   a.l2_prefetch_bytes = 0;
@@ -458,10 +459,18 @@ void launch_split(const QkvAttentionArgs& args, int ctas_per_sm, cudaStream_t st
     launch_version<kLeanCluster>(a, 0, false, false, stream);
     return;
   }
+  // The warp merge keeps group * splits weights in the scores buffer (group * keys_cap floats).
+  const bool warp_merge = kWarpMerge && plan.cluster <= plan.keys_cap;
   if (a.prep.head_dim == 128) {
-    launch_plan<128, true, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
+    if (warp_merge)
+      launch_plan<128, 2, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
+    else
+      launch_plan<128, 1, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
   } else {
-    launch_plan<64, true, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
+    if (warp_merge)
+      launch_plan<64, 2, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
+    else
+      launch_plan<64, 1, kChains, kLeanGlobal>(a, plan, 0, false, stream, ctas_per_sm > 1);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -489,6 +498,13 @@ void launch_qkv_attention_v10(const QkvAttentionArgs& a, cudaStream_t stream) {
 bool qkv_attention_v11_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
 void launch_qkv_attention_v11(const QkvAttentionArgs& a, cudaStream_t stream) {
   launch_split<2, true, false>(a, 2, stream);
+}
+// v12_qkv_attention_warp_merge: v11 whose last CTA merges the splits a warp per head (write_output_global's
+// kWarpMerge): v11's merge has every thread walk all 32 splits' maxima, then their sums and values, as chains of
+// L2 reads, while the other CTAs have already left.
+bool qkv_attention_v12_supports(const QkvAttentionArgs& a) { return split_supports(a, 2); }
+void launch_qkv_attention_v12(const QkvAttentionArgs& a, cudaStream_t stream) {
+  launch_split<2, true, false, true>(a, 2, stream);
 }
 
 }  // namespace qwen3::kernels

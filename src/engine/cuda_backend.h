@@ -34,9 +34,9 @@ struct EngineOptions {
   std::string decode_attention = "v3_flash_decode_wide";
   // Decode attention with QK-norm, RoPE and the cache store fused in (kernels/registry.h qkv_attention_versions);
   // "off", or a shape it does not support (sm_89, contexts past 16K): qk_norm_rope_cache + decode_attention.
-  // v11: v2 with lean tile loads up to 2048-key buckets; past them the keys split over two CTAs per SM (v9; H200,
-  // context 8192: 4.948 vs 5.233 ms per step for v2; batch 4 at 4096: 6.273 vs 6.481 ms).
-  std::string decode_qkv_attention = "v11_qkv_attention_lean_short";
+  // v12: v2 with lean tile loads up to 2048-key buckets; past them the keys split over two CTAs per SM and the last
+  // merges a warp per head (H200, context 8192: 4.837 ms per step, v11 4.951, v2 5.265 in an earlier run).
+  std::string decode_qkv_attention = "v12_qkv_attention_warp_merge";
   // Bytes of each layer's o projection the fused attention is hinted to pull into L2 while it runs (versions with
   // an L2 prefetch; capped at the o weights' size). 0: no hint.
   int64_t attention_l2_prefetch_bytes = int64_t(32) << 20;
