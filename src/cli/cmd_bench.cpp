@@ -10,8 +10,10 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <tuple>
 #include <random>
+#include <vector>
 
 #include "cli/common.h"
 #include "core/error.h"
@@ -57,6 +59,34 @@ double median(std::vector<double> v) {
 
 }  // namespace
 #endif
+
+namespace {
+
+// --pdl-trigger SITE=F,...: the batch-1 decode launch sites that let the next kernel launch (PDL) only after a
+// fraction F in (0, 1] of their work (EngineOptions::pdl_trigger).
+std::map<std::string, float> parse_pdl_trigger(const std::vector<std::string>& items) {
+  static const std::set<std::string> kSites = {"gemm_qkv_norm", "qkv_attention", "gemm_o_residual",
+                                               "gemm_gate_up_swiglu_norm", "gemm_down_residual"};
+  std::map<std::string, float> fractions;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    float fraction = -1.0f;
+    size_t used = 0;
+    try {
+      if (eq != std::string::npos) fraction = std::stof(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    const bool parsed = eq != std::string::npos && used > 0 && used == item.size() - eq - 1;
+    if (!parsed || kSites.count(item.substr(0, eq)) == 0 || !(fraction > 0.0f && fraction <= 1.0f))
+      throw InputError("--pdl-trigger wants SITE=F, SITE one of gemm_qkv_norm, qkv_attention, gemm_o_residual, "
+                       "gemm_gate_up_swiglu_norm, gemm_down_residual and F in (0, 1]; got '" + item + "'");
+    fractions[item.substr(0, eq)] = fraction;
+  }
+  return fractions;
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Time prefill and decode on the GPU (real checkpoint or synthetic weights)");
@@ -116,6 +146,7 @@ void register_bench(CLI::App& app) {
                   "to time the step without them; the tokens are then garbage")
       ->delimiter(',');
   cmd->callback([o] {
+    [[maybe_unused]] const auto pdl_trigger = parse_pdl_trigger(o->pdl_trigger);  // bad flags fail first
 #ifndef QWEN3_HAVE_CUDA
     throw InputError("bench needs the CUDA backend: this build has none (configure with -DQWEN3_CUDA=ON)");
 #else
@@ -135,20 +166,7 @@ void register_bench(CLI::App& app) {
     if (o->fold_norms) options.fold_norms = *o->fold_norms;
     options.max_batch = o->batch;
     options.skip_launches.insert(o->skip.begin(), o->skip.end());
-    for (const std::string& item : o->pdl_trigger) {
-      const size_t eq = item.find('=');
-      float fraction = -1.0f;
-      try {
-        if (eq != std::string::npos) fraction = std::stof(item.substr(eq + 1));
-      } catch (const std::exception&) {
-      }
-      static const std::set<std::string> kSites = {"gemm_qkv_norm", "qkv_attention", "gemm_o_residual",
-                                                   "gemm_gate_up_swiglu_norm", "gemm_down_residual"};
-      if (eq == std::string::npos || kSites.count(item.substr(0, eq)) == 0 || !(fraction > 0.0f && fraction <= 1.0f))
-        throw InputError("--pdl-trigger wants SITE=F, SITE one of gemm_qkv_norm, qkv_attention, gemm_o_residual, "
-                         "gemm_gate_up_swiglu_norm, gemm_down_residual and F in (0, 1]; got '" + item + "'");
-      options.pdl_trigger[item.substr(0, eq)] = fraction;
-    }
+    options.pdl_trigger = pdl_trigger;
     options.context = o->context > 0 ? o->context : o->prompt_len + o->warmup + o->gen + 16;  // + profile steps
     std::unique_ptr<Checkpoint> checkpoint;
     std::unique_ptr<CudaEngine> engine;

@@ -97,6 +97,10 @@ TEST_F(Cli, BadCommandLines) {
   expect_error(qwen3("run --prompt-ids 1,2,3,4,5 --ctx-size 4 " + model()), "context holds 4");
   expect_error(qwen3("logits --prompt-ids 1,2,3,4,5 --ctx-size 4 " + model()), "context holds 4");
   expect_error(qwen3("run --prompt-ids 1 --model /nonexistent/dir"), "does not exist");
+  // bench checks its flags before it needs a GPU.
+  for (const char* trigger : {"frobnicate=0.5", "gemm_o_residual=2", "gemm_o_residual=0", "gemm_o_residual=0.5x",
+                              "gemm_o_residual", "=0.5"})
+    expect_error(qwen3(std::string("bench --synthetic qwen3-0.6b --pdl-trigger ") + trigger), "--pdl-trigger");
 }
 
 TEST_F(Cli, GenerationStopsAtTheContextEnd) {
