@@ -163,8 +163,9 @@ __device__ __forceinline__ void write_output(const float* partial, const float* 
 // split per lane (all of a head's L2 reads in flight at once), keeps the weights in `scratch` (>= group * splits
 // floats of shared memory), then every output element is one pass over the splits; else (v6-v11) each element
 // reads every split's max in one pass and its sum and value in a second (two chains of L2 round trips per thread).
-// PRECOND: as write_output; every CTA of the (token, kv head) calls it; the counter is 0 before the first launch.
-template <int kHeadDim, int kThreads, bool kWarpMerge = false>
+// PRECOND: as write_output; every CTA of the (token, kv head) calls it; the counter is 0 before the first launch;
+// group <= kMaxGroup.
+template <int kHeadDim, int kThreads, int kMaxGroup, bool kWarpMerge>
 __device__ __forceinline__ void write_output_global(const float* partial, const float* stat_max,
                                                     const float* stat_sum, int group, int split, int splits,
                                                     float* partials, int* counter, bf16* out,
@@ -193,7 +194,7 @@ __device__ __forceinline__ void write_output_global(const float* partial, const 
   __threadfence();
   if constexpr (kWarpMerge) {
     constexpr int kWarps = kThreads / kWarpSize;
-    __shared__ float totals[kWarps * 4];  // per head (group <= 8 < kWarps * 4)
+    __shared__ float totals[kMaxGroup];  // per head
     const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
     for (int g = warp; g < group; g += kWarps) {
       const float* base = partials + int64_t(g) * splits * kStride;

@@ -145,29 +145,26 @@ __global__ void __launch_bounds__(kThreads)
 
   // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
   auto issue = [&](int i) {
-    if (kLean && i < 2 * tiles) {
+    if (i < 2 * tiles) {
       const bool is_v = i >= tiles;
       const int first = (is_v ? i - tiles : i) * kTileKeys;
-      const bf16* tile_src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (the dummy of skipped loads)
-      const bf16* src = tile_src + gmem_base;
-      bf16* dst = ring + (i % kStages) * L::kTileElems + smem_base;
-      const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in units of this thread's keys
-#pragma unroll
-      for (int j = 0; j < kLoadsPerThread; ++j) {
-        const bool load = j * kKeyStep < end && j * kKeyStep != skip;
-        cp_async_16B_zfill(dst + j * kKeyStep * kHeadDim, load ? src + int64_t(j * kKeyStep) * row_stride : tile_src,
-                           load ? 16 : 0);
-      }
-    } else if (!kLean && i < 2 * tiles) {
-      const bool is_v = i >= tiles;
-      const int first = (is_v ? i - tiles : i) * kTileKeys;
-      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;
+      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (also the dummy of skipped loads)
       bf16* dst = ring + (i % kStages) * L::kTileElems;
-      for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
-        const int key = c / kChunks, piece = c % kChunks;
-        const bool load = first + key < n_keys && first + key != new_key;
-        cp_async_16B_zfill(dst + swizzled<kHeadDim>(key, piece),
-                           load ? src + int64_t(key) * row_stride + piece * 8 : src, load ? 16 : 0);
+      if constexpr (kLean) {
+        const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in this thread's keys
+#pragma unroll
+        for (int j = 0; j < kLoadsPerThread; ++j) {
+          const bool load = j * kKeyStep < end && j * kKeyStep != skip;
+          cp_async_16B_zfill(dst + smem_base + j * kKeyStep * kHeadDim,
+                             load ? src + gmem_base + int64_t(j * kKeyStep) * row_stride : src, load ? 16 : 0);
+        }
+      } else {
+        for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+          const int key = c / kChunks, piece = c % kChunks;
+          const bool load = first + key < n_keys && first + key != new_key;
+          cp_async_16B_zfill(dst + swizzled<kHeadDim>(key, piece),
+                             load ? src + int64_t(key) * row_stride + piece * 8 : src, load ? 16 : 0);
+        }
       }
     }
     cp_async_commit();
@@ -289,8 +286,8 @@ __global__ void __launch_bounds__(kThreads)
     int* counter = reinterpret_cast<int*>(a.workspace) + int64_t(token) * p.kv_heads + kv_head;
     float* partials = a.workspace + flash_decode::kMaxTokens * p.q_heads +
                       (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * launched * (kHeadDim + 2);
-    qkv_attention::write_output_global<kHeadDim, kThreads, kMerge == 2>(partial, stat_max, stat_sum, group, split,
-                                                                        launched, partials, counter, out, scores);
+    qkv_attention::write_output_global<kHeadDim, kThreads, kMaxGroup, kMerge == 2>(
+        partial, stat_max, stat_sum, group, split, launched, partials, counter, out, scores);
   } else {
     qkv_attention::write_output<kHeadDim, kThreads>(partial, stat_max, stat_sum, group * kHeadDim, split, splits,
                                                     launched, out);
@@ -364,6 +361,17 @@ qkv_attention::ClusterPlan global_plan(const QkvAttentionArgs& a, int ctas_per_s
   return qkv_attention::plan_clusters(a.max_position, kKeysPerCtaTarget, max_splits, kTileKeys);
 }
 
+// What every path of this kernel needs: head_dim 64 or 128, whole GQA groups of at most kMaxGroup q heads, a grid
+// the launch can address, positions inside the cache, and sm_90 (the kernel's body is built for it alone).
+bool shape_supported(const QkvAttentionArgs& a) {
+  const QkNormRopeCacheArgs& p = a.prep;
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
+  if (p.tokens < 1 || p.kv_heads > 65535) return false;
+  if (a.max_position < 0 || a.max_position >= p.max_ctx) return false;
+  return qkv_attention::device_has_clusters();
+}
+
 // Every launcher of this file: head_dim dispatch; prefetch_hint false clears the L2 prefetch hint (v2, v3).
 template <bool kLean = false>
 void launch_version(const QkvAttentionArgs& args, int keys_per_split, bool prefetch_hint, bool prefetch_before_wait,
@@ -381,12 +389,7 @@ void launch_version(const QkvAttentionArgs& args, int keys_per_split, bool prefe
 }  // namespace
 
 bool qkv_attention_v2_supports(const QkvAttentionArgs& a) {
-  const QkNormRopeCacheArgs& p = a.prep;
-  if (p.head_dim != 64 && p.head_dim != 128) return false;
-  if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
-  if (p.tokens < 1 || p.tokens > 65535 || p.kv_heads > 65535) return false;
-  if (a.max_position < 0 || a.max_position >= p.max_ctx) return false;
-  if (!qkv_attention::device_has_clusters()) return false;
+  if (!shape_supported(a) || a.prep.tokens > 65535) return false;
   const int limit = cluster_limit(a);
   return (a.max_position + limit) / limit <= kMaxKeysPerCta;
 }
@@ -429,15 +432,10 @@ namespace {
 // v7_qkv_attention_split2: v6 with two CTAs per SM on the global path (a 4-deep ring, ~80 KB): twice the splits.
 // Whether the global-merge path can run this launch (its scores buffer, the workspace's partials and counters).
 bool global_feasible(const QkvAttentionArgs& a, int ctas_per_sm) {
-  const QkNormRopeCacheArgs& p = a.prep;
-  if (p.head_dim != 64 && p.head_dim != 128) return false;
-  if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
-  if (p.tokens < 1 || p.tokens > flash_decode::kMaxTokens || p.kv_heads > 65535) return false;
-  if (a.max_position < 0 || a.max_position >= p.max_ctx || a.workspace == nullptr) return false;
-  if (!qkv_attention::device_has_clusters()) return false;  // (the kernel's body is built for sm_90 only)
+  if (!shape_supported(a) || a.prep.tokens > flash_decode::kMaxTokens || a.workspace == nullptr) return false;
   const auto plan = global_plan(a, ctas_per_sm);
   return plan.keys_cap <= kMaxKeysPerCta &&
-         plan.cluster <= (p.max_ctx + flash_decode::kMinChunk - 1) / flash_decode::kMinChunk;
+         plan.cluster <= (a.prep.max_ctx + flash_decode::kMinChunk - 1) / flash_decode::kMinChunk;
 }
 
 bool split_supports(const QkvAttentionArgs& a, int ctas_per_sm) {
