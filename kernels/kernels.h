@@ -211,6 +211,50 @@ struct NormGateUpSwigluArgs {
   float pdl_trigger = 0.0f;
 };
 
+// ---- 08 decode layers: every layer of one batch-1 decode step in one launch ----------------------------------------
+// The whole layer stack of the decode step for one token: for each layer, h += o(attention(rope(qk_norm(qkv(
+// rmsnorm(h)))))) then h += down(swiglu(gate_up(rmsnorm(h)))), with the new k and v stored in the cache at
+// (slot, position). Same arithmetic and rounding points as the folded-norm chain (norm GEMV, fused QKV attention,
+// residual GEMVs). On return h holds the last layer's residual stream (the final norm is not applied).
+struct DecodeLayerWeights {
+  const bf16* input_norm;  // (hidden)
+  const bf16* post_norm;   // (hidden)
+  const bf16* q_norm;      // (head_dim)
+  const bf16* k_norm;      // (head_dim)
+  const bf16* wqkv;        // (q_dim + 2 * kv_dim, hidden): q_proj, k_proj, v_proj rows
+  const bf16* wo;          // (hidden, q_dim)
+  const bf16* w_gate_up;   // (2 * inter, hidden): gate_proj rows, then up_proj rows
+  const bf16* w_down;      // (hidden, inter)
+};
+
+struct DecodeLayersArgs {
+  const DecodeLayerWeights* layers;  // (num_layers) device array
+  int64_t num_layers, hidden, q_heads, kv_heads, head_dim, inter, max_ctx;
+  bf16* h;                   // (hidden) in/out: the residual stream of the one token
+  bf16* qkv;                 // (q_dim + 2 * kv_dim) scratch
+  bf16* attn;                // (q_dim) scratch
+  bf16* act;                 // (inter) scratch
+  bf16* k_cache;             // (num_layers, slots, max_ctx, kv_heads, head_dim): layer l at l * layer_cache_elems
+  bf16* v_cache;             // same layout
+  int64_t layer_cache_elems;
+  const int32_t* positions;  // (1) device: the token's position
+  const int32_t* slots;      // (1) device cache slot, or nullptr for slot 0
+  const float* inv_freq;     // (head_dim / 2)
+  float attention_factor;
+  float eps;
+  float scale;               // head_dim^-0.5
+  int64_t max_position;      // host-side upper bound of positions[0] (sizes the attention's key split)
+  float* workspace;          // decode_layers_workspace_floats() floats
+  uint32_t* sync;            // decode_layers_sync_words() words: zero before the first launch; every launch leaves
+                             // them zero again
+  // Profiling only (nullptr otherwise): (grid, num_layers, kDecodeLayersTraceEvents) %globaltimer stamps of when
+  // each CTA reached each point of each layer (v1: see DecodeLayersTraceEvent in its source).
+  uint64_t* trace = nullptr;
+};
+constexpr int kDecodeLayersTraceEvents = 24;
+int64_t decode_layers_workspace_floats(int64_t q_heads, int64_t head_dim);
+int64_t decode_layers_sync_words(int64_t num_layers, int64_t kv_heads);
+
 // ---- 06 residual add ---------------------------------------------------------------------------------------------
 struct AddArgs {
   bf16* h;             // (n) in/out: h = bf16(h + delta)

@@ -47,6 +47,8 @@ void launch_attention_v2(const AttentionArgs&, cudaStream_t);
 bool attention_v2_supports(const AttentionArgs&);
 void launch_attention_v3(const AttentionArgs&, cudaStream_t);
 bool attention_v3_supports(const AttentionArgs&);
+void launch_decode_layers_v1(const DecodeLayersArgs&, cudaStream_t);
+bool decode_layers_v1_supports(const DecodeLayersArgs&);
 void launch_qkv_attention_v0(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v0_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v1(const QkvAttentionArgs&, cudaStream_t);
@@ -295,6 +297,18 @@ const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_vers
 const std::vector<KernelVersion<AddArgs>>& add_versions() {
   static const std::vector<KernelVersion<AddArgs>> v{
       {"v0_add", "elementwise residual add, 16-byte vectors", launch_add_v0, add_v0_supports},
+  };
+  return v;
+}
+
+// The baseline (v0) of this op is the per-kernel layer loop it replaces: the engine's folded-norm chain of five
+// launches per layer (cuda_backend.cu, --decode-layers off), measured beside it in the same run.
+const std::vector<KernelVersion<DecodeLayersArgs>>& decode_layers_versions() {
+  static const std::vector<KernelVersion<DecodeLayersArgs>> v{
+      {"v1_decode_layers_persistent", "all layers in one persistent kernel: a TMA producer per SM streams every "
+                                      "weight through a 4-stage ring without waiting on activations; consumers "
+                                      "wait on per-phase counters instead of kernel boundaries (sm_90)",
+       launch_decode_layers_v1, decode_layers_v1_supports},
   };
   return v;
 }

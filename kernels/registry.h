@@ -37,6 +37,7 @@ const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions();
 const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions();
 const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions();
 const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_versions();
+const std::vector<KernelVersion<DecodeLayersArgs>>& decode_layers_versions();
 const std::vector<KernelVersion<AddArgs>>& add_versions();
 const std::vector<KernelVersion<SampleArgs>>& sample_versions();
 

@@ -74,6 +74,19 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
 #endif
 }
 
+// Arrives once without bytes (a consumer releasing a ring slot it has finished reading).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+#endif
+}
+
+// Named barrier over `threads` threads (a multiple of 32) with id 1..15: lets a subset of the CTA's warps
+// synchronize without the others (id 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Blocks until the phase of parity `parity` (0 for the barrier's 1st, 3rd, ... phase) has completed; acquire, so
 // the bytes a bulk copy delivered are visible afterwards. try_wait suspends the thread for a while in hardware
 // instead of spinning on the issue slots.

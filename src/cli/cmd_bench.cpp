@@ -98,7 +98,7 @@ void register_bench(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
-    std::string norm_gemv, residual_gemv, norm_gate_up;
+    std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
@@ -129,6 +129,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-l2-prefetch-mb", o->attention_prefetch_mb,
                   "MB of each layer's o projection the fused attention pulls into L2 (versions with a prefetch)")
       ->check(CLI::Range(0, 4096));
+  cmd->add_option("--decode-layers", o->decode_layers,
+                  "Override the one-launch batch-1 layer stack (decode_layers op) version, or off");
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -157,6 +159,7 @@ void register_bench(CLI::App& app) {
     if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
     if (o->attention_prefetch_mb) options.attention_l2_prefetch_bytes = *o->attention_prefetch_mb << 20;
     if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
+    if (!o->decode_layers.empty()) options.decode_layers = o->decode_layers;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -252,6 +255,7 @@ void register_bench(CLI::App& app) {
     j["attention_l2_prefetch_bytes"] = options.attention_l2_prefetch_bytes;
     j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
+    j["decode_layers"] = options.decode_layers;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

@@ -39,11 +39,13 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "fast") return o;
   if (name == "cublas") {
     o.cublas_gemm = true;
+    o.decode_layers = "off";
     o.fused_swiglu = false;  // the baseline keeps every GEMM in cuBLAS
     o.fold_norms = false;
     return o;
   }
   if (name == "fast-v1") {
+    o.decode_layers = "off";
     o.decode_gemm = "v2_gemv_stream";
     o.decode_gemm_batched = "v2_gemv_stream";
     o.decode_gemm_batched_large = "v2_gemv_stream";
@@ -57,6 +59,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     return o;
   }
   if (name == "v0") {
+    o.decode_layers = "off";
     o.decode_gemm = "v0_gemm_naive";
     o.decode_gemm_batched = "v0_gemm_naive";
     o.decode_gemm_batched_large = "v0_gemm_naive";
@@ -212,6 +215,10 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::AttentionArgs>* decode_attention = nullptr;
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
   const KernelVersion<kernels::QkvAttentionArgs>* decode_qkv_attention = nullptr;  // nullptr: off
+  const KernelVersion<kernels::DecodeLayersArgs>* decode_layers = nullptr;  // nullptr: off
+  DeviceBuffer decode_layer_table;      // (layers) kernels::DecodeLayerWeights
+  DeviceBuffer decode_layers_workspace;  // decode_layers_workspace_floats() floats
+  DeviceBuffer decode_layers_sync;       // decode_layers_sync_words() words, zeroed once (launches leave them 0)
   const KernelVersion<kernels::NormGemvArgs>* norm_gemv = nullptr;
   const KernelVersion<kernels::GemvResidualArgs>* residual_gemv = nullptr;
   const KernelVersion<kernels::NormGateUpSwigluArgs>* norm_gate_up = nullptr;
@@ -310,6 +317,8 @@ void CudaEngine::init() {
   m.norm_gemv = &kernels::find_version(kernels::norm_gemv_versions(), options_.norm_gemv);
   m.residual_gemv = &kernels::find_version(kernels::gemv_residual_versions(), options_.residual_gemv);
   m.norm_gate_up = &kernels::find_version(kernels::norm_gate_up_swiglu_versions(), options_.norm_gate_up);
+  if (options_.decode_layers != "off")
+    m.decode_layers = &kernels::find_version(kernels::decode_layers_versions(), options_.decode_layers);
   if (options_.decode_qkv_attention != "off")
     m.decode_qkv_attention = &kernels::find_version(kernels::qkv_attention_versions(), options_.decode_qkv_attention);
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
@@ -365,6 +374,19 @@ void CudaEngine::init() {
       DeviceBuffer(size_t(kernels::attention_workspace_floats(B, c.num_heads, c.head_dim, context_)) * 4);
   CUDA_CHECK(cudaMemset(m.attention_workspace.as<void>(), 0, m.attention_workspace.bytes()));  // merge counters
   m.norm_partials = DeviceBuffer(size_t(B * kernels::kMaxNormPartials) * sizeof(float));
+  if (m.decode_layers) {
+    std::vector<kernels::DecodeLayerWeights> table;
+    for (const LayerDevice& L : m.layers)
+      table.push_back({L.input_norm, L.post_norm, L.q_norm, L.k_norm, L.wqkv, L.wo, L.w_gate_up, L.w_down});
+    m.decode_layer_table = DeviceBuffer(table.size() * sizeof(table[0]));
+    CUDA_CHECK(cudaMemcpy(m.decode_layer_table.as<void>(), table.data(), table.size() * sizeof(table[0]),
+                          cudaMemcpyHostToDevice));
+    m.decode_layers_workspace =
+        DeviceBuffer(size_t(kernels::decode_layers_workspace_floats(c.num_heads, c.head_dim)) * sizeof(float));
+    m.decode_layers_sync =
+        DeviceBuffer(size_t(kernels::decode_layers_sync_words(c.num_layers, c.num_kv_heads)) * sizeof(uint32_t));
+    CUDA_CHECK(cudaMemset(m.decode_layers_sync.as<void>(), 0, m.decode_layers_sync.bytes()));
+  }
   m.host_ints_capacity = std::max(m.rows, m.logit_rows) * 2;
   m.host_ints = PinnedBuffer(size_t(m.host_ints_capacity) * 4);
 
@@ -623,6 +645,22 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       return std::string_view(v->name) == "v9_gemv_residual_tma" ? kernels::gemv_residual_tma_partials(a.m, a.n)
                                                                  : kernels::gemv_residual_partials(a.m, a.n);
     };
+    if (m.decode_layers) {
+      // Every layer in one persistent launch where the version supports the shape and device.
+      const kernels::DecodeLayersArgs a{m.decode_layer_table.as<kernels::DecodeLayerWeights>(),
+                                        c.num_layers, H, c.num_heads, c.num_kv_heads, D, I, context,
+                                        h, m.qkv.as<bf16>(), attn, act, m.k_cache.as<bf16>(), m.v_cache.as<bf16>(),
+                                        m.layer_cache_elems, positions, slots, m.inv_freq.as<float>(),
+                                        m.attention_factor, eps, 1.0f / std::sqrt(float(D)), max_position,
+                                        m.decode_layers_workspace.as<float>(), m.decode_layers_sync.as<uint32_t>()};
+      if (!m.decode_layers->supports || m.decode_layers->supports(a)) {
+        if (kept("decode_layers")) m.decode_layers->launch(a, s);
+        const double layer_bytes = double((QD + 2 * KVD) * H + H * QD + 2 * I * H + H * I + 2 * H + 2 * D);
+        m.count("decode_layers", 2.0 * double(c.num_layers) * (layer_bytes + double(2 * KVD * (max_position + 1))));
+        rmsnorm(h, m.final_norm, x, rows, H);
+        return;
+      }
+    }
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;

@@ -48,6 +48,11 @@ struct EngineOptions {
   // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
   // support the shape or device falls back to the first of its op (kernels/registry.cu).
   std::string norm_gemv = "v10_gemv_norm_wave";
+  // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
+  // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
+  // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
+  // version beats the chain (ITERATIONS.md, session 4).
+  std::string decode_layers = "off";
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)

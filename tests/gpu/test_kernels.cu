@@ -23,6 +23,10 @@
 //     whose fp32 sum is exact in any order), then the gemm bound; SwiGLU as gate_up_swiglu.
 //   * attention: |d| <= 2^-6 sum_j p_j |v_j| + 2^-7 |exact| (P may be rounded to bf16 before the PV product:
 //     2^-8 of each term), relative Frobenius error <= 1e-2.
+//   * decode layers (every layer in one launch): h within (layers + 1) 2^-5 (|ref| + rms(h)), layer n's new
+//     cache rows within (n + 2) 2^-5 (|ref| + rms(row)), as rounding flips of fp32 sums in another order spread
+//     through the later layers (calibrated at the test); h's relative Frobenius error <= (layers + 1) 2^-7;
+//     every other cache row unchanged; a second launch bit-identical to the first.
 //   * sampling: greedy returns the argmax after penalties, ties to the lowest id; sampled tokens are always
 //     allowed ones, and their frequencies are within 5 standard deviations of the distribution.
 #include <cuda_runtime.h>
@@ -129,6 +133,7 @@ TEST(Registry, EveryOpListsNamedVersions) {
   expect_well_formed(kernels::gemv_residual_versions(), "gemv_residual");
   expect_well_formed(kernels::norm_gemv_versions(), "norm_gemv");
   expect_well_formed(kernels::norm_gate_up_swiglu_versions(), "norm_gate_up_swiglu");
+  expect_well_formed(kernels::decode_layers_versions(), "decode_layers");
   expect_well_formed(kernels::add_versions(), "add");
   expect_well_formed(kernels::sample_versions(), "sample");
 }
@@ -1614,6 +1619,384 @@ TEST_F(GpuTest, NormGateUpSwigluMatchesReference) {
             c.required, {produced(residual_d), produced(partials_d)});
       }
   }
+}
+
+// ---- 08 decode layers: every layer of a batch-1 decode step in one launch ---------------------------------
+// The reference is the unfused layer of reference.h at transformers' rounding points: rmsnorm, the QKV GEMV
+// rounded to bf16, QK-norm and RoPE of q and of the new k, k and v into the layer's cache at (slot,
+// position), attention over keys [0, position] rounded to bf16, h = bf16(h + bf16(W_o · attn)), rmsnorm,
+// gate|up rounded to bf16, swiglu, h = bf16(h + bf16(W_down · act)).
+//
+// Bound. The kernel's fp32 sums (in another order than the reference's double ones) move a bf16 rounding by
+// one ulp here and there; every later norm and GEMV spreads such a flip into small differences of what
+// follows, so the drift grows with the layers crossed, in ulps of the value itself and of the values added
+// into it (of the scale of the tensor's rms). With n the layers before a value:
+//   h after all layers (n = layers): |d| <= (n + 1) * 2^-5 * (|ref| + rms(h))
+//   new k / v rows of layer n:       |d| <= (n + 2) * 2^-5 * (|ref| + rms(the new row))
+// (one step more for the rows: the layer's own QKV GEMV, and for k a QK-norm over only head_dim values and
+// RoPE's cancellations), and h's relative Frobenius error <= (layers + 1) * 2^-7. Calibration: a CPU
+// emulation of the kernel's fp32 order (per-thread fma chains, warp butterflies, 8 warps in turn; fp32 norms
+// and softmax) against this reference, 300 seeds of the small cases and 32 of the Qwen3-8B one, reached |d| /
+// (|ref| + rms) = 0.004 / 0.019 / 0.019 for the new rows of layers 0 / 1 / 2, 0.018 for h after 3 layers and
+// 0.012 after 2, and Frobenius 0.0072 / 0.0055 after 3 / 2 layers: at least 4x below the bounds. The bugs the
+// test is for move h by O(1) (a wrong row, layer, position or slot, a needle key dropped or counted twice, a
+// NaN row read).
+constexpr double kDecodeLayerTol = 0x1p-5, kDecodeLayerFrobenius = 0x1p-7;
+constexpr double kNeedleScore = 8.0;  // a needle's score against each q head of its group (others: about +-1)
+
+struct DecodeLayersCase {
+  std::string name;
+  int64_t layers, hidden, q_heads, kv_heads, head_dim, inter;
+  int32_t position;
+  int64_t slot, num_slots, max_ctx;  // num_slots == 1: slots = nullptr (slot 0)
+  int64_t max_position;              // the host bound: >= position, < max_ctx
+  bool needles;  // keys that dominate the softmax, at tile and split edges (needs context)
+};
+
+// The op's shape fields of a case, pointers null: enough for supports().
+kernels::DecodeLayersArgs decode_layers_shape(const DecodeLayersCase& c) {
+  kernels::DecodeLayersArgs a{};
+  a.num_layers = c.layers;
+  a.hidden = c.hidden;
+  a.q_heads = c.q_heads;
+  a.kv_heads = c.kv_heads;
+  a.head_dim = c.head_dim;
+  a.inter = c.inter;
+  a.max_ctx = c.max_ctx;
+  a.layer_cache_elems = c.num_slots * c.max_ctx * c.kv_heads * c.head_dim;
+  a.attention_factor = 1.0f;
+  a.eps = kEps;
+  a.scale = 1.0f / std::sqrt(float(c.head_dim));
+  a.max_position = c.max_position;
+  return a;
+}
+
+// Rows [0, position) where a tiled or split-KV attention has an edge: the tile edges of kTileEdges, the edges
+// of an even split of the position + 1 keys into 2, 4, 8 or 16 chunks (rounded up), the first two keys, the
+// key before the new one, and three seeded random rows (other runs probe other keys).
+std::set<int64_t> needle_rows(int32_t position, uint64_t seed) {
+  std::set<int64_t> rows = {0, 1, int64_t(position) - 1};
+  for (const int32_t e : kTileEdges) rows.insert(e);
+  const int64_t keys = int64_t(position) + 1;
+  for (const int64_t splits : {2, 4, 8, 16}) {
+    const int64_t chunk = (keys + splits - 1) / splits;
+    for (int64_t i = 1; i < splits; ++i) rows.insert({i * chunk - 1, i * chunk});
+  }
+  for (uint64_t r = 0; r < 3; ++r) rows.insert(int64_t(ref::mix_seed(seed, r) % uint64_t(position)));
+  std::erase_if(rows, [&](int64_t r) { return r < 0 || r >= position; });
+  return rows;
+}
+
+// The least-norm key k with q_h · k = dot for each of `count` q heads (count, head_dim): k = Qᵀ c with
+// (Q Qᵀ) c = dot, by elimination on the small Gram matrix (positive definite: random heads are independent).
+std::vector<double> key_matching(const uint16_t* q, int64_t count, int64_t head_dim, double dot) {
+  std::vector<double> gram(size_t(count * count)), coef(size_t(count), dot);
+  for (int64_t a = 0; a < count; ++a)
+    for (int64_t b = 0; b < count; ++b) {
+      double s = 0;
+      for (int64_t d = 0; d < head_dim; ++d)
+        s += double(ref::to_float(q[a * head_dim + d])) * double(ref::to_float(q[b * head_dim + d]));
+      gram[size_t(a * count + b)] = s;
+    }
+  for (int64_t p = 0; p < count; ++p)
+    for (int64_t r = p + 1; r < count; ++r) {
+      const double f = gram[size_t(r * count + p)] / gram[size_t(p * count + p)];
+      for (int64_t j = p; j < count; ++j) gram[size_t(r * count + j)] -= f * gram[size_t(p * count + j)];
+      coef[size_t(r)] -= f * coef[size_t(p)];
+    }
+  for (int64_t p = count - 1; p >= 0; --p) {
+    double s = coef[size_t(p)];
+    for (int64_t j = p + 1; j < count; ++j) s -= gram[size_t(p * count + j)] * coef[size_t(j)];
+    coef[size_t(p)] = s / gram[size_t(p * count + p)];
+  }
+  std::vector<double> k(size_t(head_dim), 0.0);
+  for (int64_t a = 0; a < count; ++a)
+    for (int64_t d = 0; d < head_dim; ++d)
+      k[size_t(d)] += coef[size_t(a)] * ref::to_float(q[a * head_dim + d]);
+  return k;
+}
+
+// One layer's weights on the device.
+struct DecodeLayerDevice {
+  DeviceArray<uint16_t> input_norm, post_norm, q_norm, k_norm;  // (hidden), (hidden), (head_dim), (head_dim)
+  // (q_dim + 2 kv_dim, hidden), (hidden, q_dim), (2 inter, hidden), (hidden, inter)
+  DeviceArray<uint16_t> wqkv, wo, w_gate_up, w_down;
+  kernels::DecodeLayerWeights pointers() const {
+    return {as_bf16(input_norm), as_bf16(post_norm), as_bf16(q_norm),    as_bf16(k_norm),
+            as_bf16(wqkv),       as_bf16(wo),        as_bf16(w_gate_up), as_bf16(w_down)};
+  }
+};
+
+// Inputs on fresh random values, the reference, one run per version (direct, then graph-replayed with PDL and
+// a late h / position): h within the bound; every layer's new k and v rows within the bound and every other
+// cache row unchanged (rows past the position hold NaN, so a read of one poisons h); the sync words zero
+// after each launch; the second launch (on the words the first one left) bit-identical to the first.
+void run_decode_layers_case(VersionRunner<kernels::DecodeLayersArgs>& runner, const DecodeLayersCase& c) {
+  const int64_t D = c.head_dim, q_dim = c.q_heads * D, kv_dim = c.kv_heads * D, qkv_n = q_dim + 2 * kv_dim;
+  const int64_t group = c.q_heads / c.kv_heads, hidden = c.hidden, inter = c.inter;
+  const std::string label = "decode_layers " + c.name + " layers=" + str(c.layers) +
+                            " hidden=" + str(hidden) + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
+                            " head_dim=" + str(D) + " inter=" + str(inter) + " position=" + str(c.position) +
+                            " slot=" + str(c.slot) + " max_position=" + str(c.max_position);
+  const uint64_t seed = case_seed(label);
+  const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
+  const int64_t layer_elems = layout.size(), new_row = layout.row_offset(c.slot, c.position);
+  const float scale = 1.0f / std::sqrt(float(D));
+  const auto inv_freq = make_inv_freq(D, 1e6);
+  std::vector<float> cos(size_t(D / 2)), sin(size_t(D / 2));
+  ref::rope_cos_sin(c.position, inv_freq, 1.0f, cos.data(), sin.data());
+  const std::vector<int32_t> positions = {c.position}, slots = {int32_t(c.slot)};
+  const std::vector<int64_t> row0 = {0};
+
+  const auto h_in = random_bf16(size_t(hidden), ref::mix_seed(seed, 1), -2.0f, 2.0f);  // (hidden)
+  std::vector<uint16_t> h = h_in;                                                      // the reference
+  // (layers, slots, max_ctx, kv_heads, head_dim): as uploaded, and as the kernel must leave them.
+  std::vector<uint16_t> k_in(size_t(c.layers * layer_elems)), v_in(k_in.size());
+  std::vector<uint16_t> k_want, v_want;
+  k_want.reserve(k_in.size());
+  v_want.reserve(v_in.size());
+  std::vector<DecodeLayerDevice> weights_d(size_t(c.layers));
+  std::vector<uint16_t> xn(static_cast<size_t>(hidden)), qkv(static_cast<size_t>(qkv_n)),
+      q(static_cast<size_t>(q_dim)), attn(static_cast<size_t>(q_dim));
+  std::vector<uint16_t> act(static_cast<size_t>(inter)), head(static_cast<size_t>(D));
+  std::vector<float> y, y_abs, attn_exact(static_cast<size_t>(q_dim)), attn_abs(static_cast<size_t>(q_dim));
+  auto gemv = [&](const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, int64_t n, int64_t k) {
+    y.resize(size_t(n));
+    y_abs.resize(size_t(n));
+    ref::gemm(x.data(), w.data(), n, k, row0, y.data(), y_abs.data());
+  };
+  auto add_into_h = [&]() {  // h = bf16(h + bf16(y))
+    for (int64_t i = 0; i < hidden; ++i)
+      h[size_t(i)] = ref::to_bf16(ref::to_float(h[size_t(i)]) + ref::round_bf16(y[size_t(i)]));
+  };
+
+  for (int64_t l = 0; l < c.layers; ++l) {
+    // Unit-variance GEMV outputs: weights uniform in +-sqrt(3 / k) against inputs of rms ~1.
+    const uint64_t ls = ref::mix_seed(seed, 100 + uint64_t(l));
+    auto uniform = [&](int64_t count, uint64_t salt, float bound) {
+      return random_bf16(size_t(count), ref::mix_seed(ls, salt), -bound, bound);
+    };
+    const auto input_norm = random_bf16(size_t(hidden), ref::mix_seed(ls, 1), 0.5f, 1.5f);
+    const auto post_norm = random_bf16(size_t(hidden), ref::mix_seed(ls, 2), 0.5f, 1.5f);
+    const auto q_norm = random_bf16(size_t(D), ref::mix_seed(ls, 3), 0.5f, 1.5f);
+    const auto k_norm = random_bf16(size_t(D), ref::mix_seed(ls, 4), 0.5f, 1.5f);
+    const auto wqkv = uniform(qkv_n * hidden, 5, std::sqrt(3.0f / float(hidden)));
+    const auto w_gate_up = uniform(2 * inter * hidden, 6, std::sqrt(3.0f / float(hidden)));
+    const auto w_down = uniform(hidden * inter, 7, std::sqrt(3.0f / float(inter)));
+
+    // qkv, then q and the new k (QK-norm, RoPE) and v.
+    ref::rmsnorm(h.data(), input_norm.data(), 1, hidden, kEps, xn.data());
+    gemv(xn, wqkv, qkv_n, hidden);
+    for (int64_t i = 0; i < qkv_n; ++i) qkv[size_t(i)] = ref::to_bf16(y[size_t(i)]);
+    uint16_t* k_layer = k_in.data() + l * layer_elems;
+    uint16_t* v_layer = v_in.data() + l * layer_elems;
+    // The cache before the step. The slot's earlier rows: magnitudes like normed, rotated keys and like v
+    // rows. Other slots: garbage a wrong slot would read. The new row and every row after it: NaN (never
+    // read; the new row must come from qkv).
+    const auto k_rand = uniform(layer_elems, 10, 1.5f), v_rand = uniform(layer_elems, 11, 1.75f);
+    const auto garbage = uniform(layer_elems, 12, 30.0f);
+    for (int64_t i = 0; i < layer_elems; ++i) {
+      const bool own_slot = i >= layout.row_offset(c.slot, 0) && i < layout.row_offset(c.slot + 1, 0);
+      k_layer[i] = own_slot ? (i < new_row ? k_rand[size_t(i)] : kPoisonBf16) : garbage[size_t(i)];
+      v_layer[i] = own_slot ? (i < new_row ? v_rand[size_t(i)] : kPoisonBf16)
+                            : garbage[size_t((i * 7 + 3) % layer_elems)];
+    }
+    std::vector<uint16_t> k_new(static_cast<size_t>(kv_dim)), v_new(qkv.begin() + q_dim + kv_dim, qkv.end());
+    for (int64_t hd = 0; hd < c.q_heads + c.kv_heads; ++hd) {
+      const bool is_q = hd < c.q_heads;
+      ref::rmsnorm(qkv.data() + hd * D, (is_q ? q_norm : k_norm).data(), 1, D, kEps, head.data());
+      ref::rope_head(head.data(), D, cos.data(), sin.data());
+      std::copy(head.begin(), head.end(), (is_q ? q.begin() + hd * D : k_new.begin() + (hd - c.q_heads) * D));
+    }
+    if (c.needles) {
+      // Needle keys score kNeedleScore against every q head of their group (the reference's q; the kernel's
+      // differs by rounding flips, a few 1e-3 of a score): they carry most of the softmax, so a needle
+      // dropped or counted twice moves the attention output by a large fraction.
+      const std::set<int64_t> rows = needle_rows(c.position, ref::mix_seed(ls, 13));
+      const auto noise = uniform(int64_t(rows.size()) * kv_dim, 14, 0.1f);
+      for (int64_t g = 0; g < c.kv_heads; ++g) {
+        const auto key = key_matching(q.data() + g * group * D, group, D, kNeedleScore / double(scale));
+        int64_t n = 0;
+        for (const int64_t r : rows) {
+          uint16_t* dst = k_layer + layout.row_offset(c.slot, r) + g * D;
+          for (int64_t d = 0; d < D; ++d)
+            dst[d] = ref::to_bf16(float(key[size_t(d)]) +
+                                  ref::to_float(noise[size_t((n * c.kv_heads + g) * D + d)]));
+          ++n;
+        }
+      }
+    }
+    k_want.insert(k_want.end(), k_layer, k_layer + layer_elems);
+    v_want.insert(v_want.end(), v_layer, v_layer + layer_elems);
+    uint16_t* k_want_layer = k_want.data() + l * layer_elems;
+    uint16_t* v_want_layer = v_want.data() + l * layer_elems;
+    std::copy(k_new.begin(), k_new.end(), k_want_layer + new_row);
+    std::copy(v_new.begin(), v_new.end(), v_want_layer + new_row);
+
+    ref::attention({1, c.q_heads, c.kv_heads, D, c.max_ctx, scale}, q.data(), k_want_layer, v_want_layer,
+                   positions, slots, attn_exact.data(), attn_abs.data());
+    double attn_sq = 0;
+    for (int64_t i = 0; i < q_dim; ++i) {
+      attn[size_t(i)] = ref::to_bf16(attn_exact[size_t(i)]);
+      attn_sq += double(attn_exact[size_t(i)]) * double(attn_exact[size_t(i)]);
+    }
+    // W_o scaled for a unit-variance output whatever the context: an average over many random values is small
+    // and would hardly move h, hiding the attention under the bound.
+    const double attn_rms = std::max(std::sqrt(attn_sq / double(q_dim)), 1e-3);
+    const auto wo = uniform(hidden * q_dim, 8, float(std::sqrt(3.0 / double(q_dim)) / attn_rms));
+    gemv(attn, wo, hidden, q_dim);
+    add_into_h();
+
+    ref::rmsnorm(h.data(), post_norm.data(), 1, hidden, kEps, xn.data());
+    gemv(xn, w_gate_up, 2 * inter, hidden);
+    for (int64_t i = 0; i < inter; ++i)
+      act[size_t(i)] = ref::swiglu(ref::to_bf16(y[size_t(i)]), ref::to_bf16(y[size_t(inter + i)]));
+    gemv(act, w_down, hidden, inter);
+    add_into_h();
+
+    DecodeLayerDevice& dev = weights_d[size_t(l)];
+    dev.input_norm = to_device(input_norm);
+    dev.post_norm = to_device(post_norm);
+    dev.q_norm = to_device(q_norm);
+    dev.k_norm = to_device(k_norm);
+    dev.wqkv = to_device(wqkv);
+    dev.wo = to_device(wo);
+    dev.w_gate_up = to_device(w_gate_up);
+    dev.w_down = to_device(w_down);
+    CUDA_OK(cudaStreamSynchronize(test_stream()));  // the host weights are freed at the end of this iteration
+  }
+
+  std::vector<kernels::DecodeLayerWeights> pointers;
+  for (const DecodeLayerDevice& dev : weights_d) pointers.push_back(dev.pointers());
+  const auto layers_d = to_device(pointers);
+  DeviceArray<uint16_t> h_d(h_in.size()), qkv_d(static_cast<size_t>(qkv_n)),
+      attn_d(static_cast<size_t>(q_dim)), act_d(static_cast<size_t>(inter));
+  DeviceArray<uint16_t> k_d(k_in.size()), v_d(v_in.size());
+  const auto positions_d = to_device(positions);
+  const auto slots_d = to_device(slots);
+  const auto inv_freq_d = to_device(inv_freq);
+  DeviceArray<float> workspace_d(size_t(kernels::decode_layers_workspace_floats(c.q_heads, D)));
+  DeviceArray<uint32_t> sync_d(size_t(kernels::decode_layers_sync_words(c.layers, c.kv_heads)));
+  // Zeroed once, here: every later launch runs on the words the previous one left.
+  CUDA_OK(cudaMemsetAsync(sync_d.get(), 0, sync_d.bytes(), test_stream()));
+
+  kernels::DecodeLayersArgs args = decode_layers_shape(c);
+  args.layers = layers_d.get();
+  args.h = as_bf16(h_d);
+  args.qkv = as_bf16(qkv_d);
+  args.attn = as_bf16(attn_d);
+  args.act = as_bf16(act_d);
+  args.k_cache = as_bf16(k_d);
+  args.v_cache = as_bf16(v_d);
+  args.positions = positions_d.get();
+  args.slots = c.num_slots > 1 ? slots_d.get() : nullptr;
+  args.inv_freq = inv_freq_d.get();
+  args.workspace = workspace_d.get();
+  args.sync = sync_d.get();
+
+  double h_sq = 0;
+  for (const uint16_t v : h) h_sq += double(ref::to_float(v)) * double(ref::to_float(v));
+  const double h_rms = std::sqrt(h_sq / double(hidden));
+  const double h_tol = double(c.layers + 1) * kDecodeLayerTol;
+  std::map<std::string, std::vector<uint16_t>> first_run;  // per version: h and the new cache rows
+  std::vector<Produced> produced_inputs = {produced(h_d), produced(positions_d)};
+  if (args.slots) produced_inputs.push_back(produced(slots_d));
+  runner.run(
+      label, args,
+      [&] {
+        h_d.upload(h_in);
+        k_d.upload(k_in);
+        v_d.upload(v_in);
+        qkv_d.poison();
+        attn_d.poison();
+        act_d.poison();
+        workspace_d.poison();
+      },
+      [&](const std::string& run_label) {
+        const auto sync = sync_d.download();
+        const auto nonzero = std::count_if(sync.begin(), sync.end(), [](uint32_t w) { return w != 0; });
+        EXPECT_EQ(nonzero, 0) << run_label << " | " << nonzero << " of " << sync.size()
+                              << " sync words not left zero: the next launch would start from them";
+
+        const auto got_h = h_d.download();
+        Check check_h("h");
+        for (int64_t i = 0; i < hidden; ++i) {
+          const double want = ref::to_float(h[size_t(i)]);
+          check_h.near(i, got_h[size_t(i)], want, h_tol * (std::fabs(want) + h_rms));
+        }
+        expect_ok(check_h, run_label, double(c.layers + 1) * kDecodeLayerFrobenius);
+
+        const auto got_k = k_d.download(), got_v = v_d.download();
+        std::vector<uint16_t> outputs = got_h;
+        for (int64_t l = 0; l < c.layers; ++l) {
+          const double tol = double(l + 2) * kDecodeLayerTol;
+          for (const bool is_k : {true, false}) {
+            const auto& got = is_k ? got_k : got_v;
+            const auto& want = is_k ? k_want : v_want;
+            const int64_t base = l * layer_elems;
+            double sq = 0;
+            for (int64_t i = new_row; i < new_row + kv_dim; ++i)
+              sq += double(ref::to_float(want[size_t(base + i)])) *
+                    double(ref::to_float(want[size_t(base + i)]));
+            const double rms = std::sqrt(sq / double(kv_dim));
+            Check check((is_k ? "k_cache layer " : "v_cache layer ") + str(l));
+            for (int64_t i = 0; i < layer_elems; ++i) {
+              const uint16_t got_bits = got[size_t(base + i)], want_bits = want[size_t(base + i)];
+              if (i >= new_row && i < new_row + kv_dim) {
+                const double w = ref::to_float(want_bits);
+                check.near(base + i, got_bits, w, tol * (std::fabs(w) + rms));
+              } else {
+                check.exact(base + i, got_bits, want_bits);  // rows other than the new one: unchanged
+              }
+            }
+            expect_ok(check, run_label);
+            outputs.insert(outputs.end(), got.begin() + base + new_row,
+                           got.begin() + base + new_row + kv_dim);
+          }
+        }
+
+        // The version's name sits between the case label and " (mode)".
+        const size_t begin = label.size() + 3;
+        const std::string version = run_label.substr(begin, run_label.find(" (", begin) - begin);
+        const auto first = first_run.find(version);
+        if (first == first_run.end()) {
+          first_run.emplace(version, std::move(outputs));
+        } else {
+          int64_t differ = 0;
+          for (size_t i = 0; i < outputs.size(); ++i) differ += outputs[i] != first->second[i];
+          EXPECT_EQ(differ, 0) << run_label << " | " << differ
+                               << " values of h and the new cache rows differ from the previous launch's "
+                                  "(same inputs; the sync words it left were reused)";
+        }
+      },
+      true, produced_inputs);
+}
+
+TEST_F(GpuTest, DecodeLayersMatchReference) {
+  // (a) three layers of a small shape; (b) GQA group 8, head_dim 64, a long context cut into 8 splits (the
+  // bound 2047 sizes them), in slot 1 of 2; (c) the Qwen3-8B layer shape with a loose bucket bound (1023 for
+  // position 300); (d) fewer o / down rows and gate|up pairs than SMs, and splits without keys (3 keys, bound
+  // 2047).
+  std::vector<DecodeLayersCase> cases = {
+      {"small", 3, 256, 8, 2, 128, 384, 37, 0, 1, 64, 37, true},
+      {"group 8 head_dim 64 long context", 2, 192, 8, 1, 64, 320, 1500, 1, 2, 2048, 2047, true},
+      {"qwen3-8b", 2, kHidden, kQHeads, kKvHeads, kHeadDim, kInter, 300, 0, 1, 2048, 1023, true},
+      {"fewer rows than SMs, empty splits", 2, 64, 16, 4, 128, 96, 2, 0, 1, 2048, 2047, false},
+  };
+  if (quick_mode()) cases[2].layers = 1;  // 0.4 GB of weights and a slow CPU reference per layer
+  const auto& versions = kernels::decode_layers_versions();
+  const bool any = std::any_of(versions.begin(), versions.end(), [&](const auto& v) {
+    return !v.supports || v.supports(decode_layers_shape(cases.front()));
+  });
+  if (!any) {
+    int major = 0, minor = 0;
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
+    GTEST_SKIP() << "no decode_layers version supports this GPU (compute capability " << major << "." << minor
+                 << "; v1_decode_layers_persistent needs sm_90 and one CTA resident per SM)";
+  }
+  VersionRunner<kernels::DecodeLayersArgs> runner(versions);
+  for (const DecodeLayersCase& c : cases) run_decode_layers_case(runner, c);
 }
 
 // ---- 07 sampling ------------------------------------------------------------------------------------------
