@@ -243,16 +243,19 @@ struct DecodeLayersArgs {
   float attention_factor;
   float eps;
   float scale;               // head_dim^-0.5
-  int64_t max_position;      // host-side upper bound of positions[0] (sizes the attention's key split)
+  int64_t max_position;      // host-side upper bound of positions[0]: sizes the attention's key split, never limits
+                             // the keys attended (positions[0] + 1 of them)
   float* workspace;          // decode_layers_workspace_floats() floats
   uint32_t* sync;            // decode_layers_sync_words() words: zero before the first launch; every launch leaves
                              // them zero again
   // Profiling only (nullptr otherwise): (grid, num_layers, kDecodeLayersTraceEvents) %globaltimer stamps of when
   // each CTA reached each point of each layer (v1: see DecodeLayersTraceEvent in its source).
   uint64_t* trace = nullptr;
+  // Tuning only: at most this many weight stages in flight per SM (0: as many as fit, v1: 4 of 48 KB).
+  int32_t ring_stages = 0;
 };
 constexpr int kDecodeLayersTraceEvents = 24;
-int64_t decode_layers_workspace_floats(int64_t q_heads, int64_t head_dim);
+int64_t decode_layers_workspace_floats(int64_t kv_heads, int64_t head_dim);
 int64_t decode_layers_sync_words(int64_t num_layers, int64_t kv_heads);
 
 // ---- 06 residual add ---------------------------------------------------------------------------------------------

@@ -8,7 +8,13 @@
 // of 48 KB shared-memory stages. It waits only for a free slot, never for an activation. Eight consumer warps wait
 // for the activations a phase needs (global counters the producing CTAs bump when their rows are written), then
 // multiply the stages as they arrive. A wait for the attention or for the last CTA of the previous GEMV costs the
-// consumers time but not the memory system: the ring keeps filling (4 x 48 KB per SM ~ 25 MB ~ 5.6 us of HBM time).
+// consumers time, and the memory system only what the ring cannot cover (2 x 48 KB per SM ~ 12.7 MB ~ 2.8 us of
+// HBM time; deeper rings measured no faster, bench/results/decode-layers-trace-*).
+//
+// What it measured (H200, ITERATIONS.md session 4, profiles/decode-step-qwen3-8b.md): the GEMV phases stream at
+// 85-100% of the read peak, but the layer's chain of dependent steps (attention, the four counter waits) runs
+// while every global round trip takes microseconds, and the whole step is slower than the five-launch chain it
+// replaces. Kept as the baseline of the persistent design; the engine runs it only when asked (--decode-layers).
 //
 // Phases of a layer, each CTA doing its contiguous share of rows (n * cta / grid ... n * (cta + 1) / grid):
 //   qkv     qkv = W_qkv · rmsnorm(h)                     every CTA normalizes h itself (8 KB from L2)
@@ -27,9 +33,13 @@
 // not coherent across SMs. The last CTA to finish zeroes the counters, so the next launch starts from zero.
 //
 // PRECOND (supports()): sm_90; batch 1; head_dim 64 or 128; q_heads / kv_heads <= 8; kv_heads <= SMs; hidden,
-// q_dim, inter multiples of 8 and at most 24576; a gate|up stage of one row pair fits 48 KB (hidden <= 6144);
-// one CTA of this kernel fits per SM. The grid is one CTA per SM and needs every CTA resident at once (spin waits):
-// nothing else may occupy the GPU's SMs for good while it runs (the engine's stream runs one kernel at a time).
+// q_dim, inter multiples of 8 and at most 24576; a stage holds at least one row (hidden <= 12288 for a gate|up
+// row pair, q_dim and inter <= 24576); at most 256 keys per attention split (max_position + 1 <= 256 x
+// min(16, SMs / kv_heads): 4096 positions for Qwen3-8B on 132 SMs); one CTA of this kernel fits per SM. The grid
+// is one CTA per SM and needs every CTA resident at once (spin waits): nothing else may occupy the GPU's SMs for
+// good while it runs (the engine's stream runs one kernel at a time), and one launch at a time may use a sync
+// buffer. A counter that never completes (a bug) traps after ~2^24 polls instead of hanging; the sync words are
+// then left nonzero, and the context is lost anyway.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -48,9 +58,12 @@ namespace {
 
 constexpr int kConsumerWarps = 8;
 constexpr int kConsumers = kConsumerWarps * kWarpSize;
-constexpr int kThreads = kConsumers + kWarpSize;  // + the producer warp
+// + the producer warp. Nine warps: three share one scheduler's register file, so a thread gets at most 168
+// registers (setmaxnreg with a producer warpgroup did not make ptxas allocate more to the consumers).
+constexpr int kThreads = kConsumers + kWarpSize;
 constexpr int kStageBytes = 48 * 1024;
 constexpr int kMaxStages = 4;
+constexpr int kDefaultStages = 2;
 constexpr int kMaxStageRows = 8;  // rows one stage holds (a gate|up stage: half gate, half up)
 constexpr int kMaxVecs = 12;      // 16-byte vectors of the input one consumer thread holds: K <= 12 * 8 * 256
 constexpr int64_t kMaxK = int64_t(kMaxVecs) * 8 * kConsumers;
@@ -404,7 +417,8 @@ __device__ __forceinline__ void consume(const PhasePlan& p, const uint4 (&x)[kMa
 // Consumers of CTA (kv head g, split): QK-norm and RoPE of the group's q heads and of k, the cache store (by the
 // split that owns the new position), attention over the split's keys with one key per lane, the partial written to
 // the workspace; the kv head's last split merges all partials into attn.
-template <int kHeadDim>
+// kGroup: a compile-time bound of q heads per kv head (registers scale with it); the runtime group is <= kGroup.
+template <int kHeadDim, int kGroup>
 __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, const DecodeLayerWeights& L, int splits,
                           unsigned char* attn_smem, Scratch& s) {
   constexpr int kPerLane = kHeadDim / 32;  // dims per lane in P·V (contiguous)
@@ -433,18 +447,20 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
   float* inv_freq = reinterpret_cast<float*>(k_new + kHeadDim);              // (head_dim / 2)
   float* part = inv_freq + kHeadDim / 2;                                     // (warps, group, head_dim + 2)
   constexpr int kPartStride = kHeadDim + 2;
+  bf16* v_stage = reinterpret_cast<bf16*>(part + kConsumerWarps * group * kPartStride);  // (keys, head_dim)
 
   // Loads that do not depend on this layer's qkv go out before the wait for it: every global round trip on this
-  // chain is slow while the weight stream keeps HBM's queues full. First the K rows of this lane's first key
-  // (cached by earlier steps; the new key comes from shared memory below).
+  // chain costs microseconds while the weight stream keeps the memory system's queues full. First the cached V
+  // rows of this CTA's keys (at most kKeysPerPass: make_plan sizes the split), copied into shared memory with
+  // cp.async, so P·V below reads shared memory instead of paying a round trip per block of keys (measured: ~1 us
+  // each; prefetching them into L1 did not help, and holding them in registers spilled).
   constexpr int kKeyVecs = kHeadDim / 8;
-  const int64_t first_pass = key_begin + int64_t(warp) * kWarpSize;
-  uint4 k_early[kKeyVecs];
-  if (first_pass + lane < key_end && first_pass + lane != pos) {
-    const uint4* krow = reinterpret_cast<const uint4*>(k_cache + cache_base + (first_pass + lane) * row_stride);
-#pragma unroll
-    for (int c = 0; c < kKeyVecs; ++c) k_early[c] = krow[c];
+  for (int64_t i = t; i < (key_end - key_begin) * kKeyVecs; i += kConsumers) {
+    const int64_t key = key_begin + i / kKeyVecs;
+    const int c = int(i % kKeyVecs);
+    if (key != pos) cp_async_16B(v_stage + (key - key_begin) * kHeadDim + c * 8, v_cache + cache_base + key * row_stride + c * 8);
   }
+  cp_async_commit();
   // Then the norm weights and RoPE frequencies (nothing writes them).
   for (int i = t; i < kHeadDim; i += kConsumers) {
     norms[i] = L.q_norm[i];
@@ -485,44 +501,43 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
       for (int d = lane; d < kHeadDim; d += kWarpSize) v_cache[cache_base + pos * row_stride + d] = raw[item * kHeadDim + d];
     }
   }
-  consumer_sync();  // q_s and k_new complete
+  cp_async_wait<0>();
+  consumer_sync();  // q_s, k_new and every thread's V copies complete
   if (t == 0) trace_point(a, l, kTraceAttnRoped);
 
-  float m[kMaxGroup], lsum[kMaxGroup], acc[kMaxGroup][kPerLane];
+  float m[kGroup], lsum[kGroup], acc[kGroup][kPerLane];
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
+  for (int h = 0; h < kGroup; ++h) {
     m[h] = -INFINITY;
     lsum[h] = 0.0f;
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) acc[h][e] = 0.0f;
   }
+  // One pass of at most 32 keys per warp (the plan keeps a CTA's keys within kKeysPerPass), one key per lane: a
+  // lane's K row is one round trip (all its loads in flight at once), V comes from shared memory.
+  using VLanes = std::conditional_t<kPerLane == 4, uint2, uint32_t>;  // kPerLane bf16
   for (int64_t first = key_begin + int64_t(warp) * kWarpSize; first < key_end; first += kKeysPerPass) {
     const int64_t key = first + lane;
     const bool valid = key < key_end;
-    float score[kMaxGroup];
+    float score[kGroup];
 #pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) score[h] = 0.0f;
+    for (int h = 0; h < kGroup; ++h) score[h] = 0.0f;
     if (valid) {
-      // The whole key row in flight at once: with the weight stream keeping HBM's queues full, each load waits
-      // long, so the bytes in flight per lane set the attention's speed.
-      uint4 kv[kKeyVecs];
-      const uint4* krow = key == pos ? reinterpret_cast<const uint4*>(k_new)
+      const uint4* krow = key == pos ? reinterpret_cast<const uint4*>(k_new)  // the new key: shared memory
                                      : reinterpret_cast<const uint4*>(k_cache + cache_base + key * row_stride);
-      if (first == first_pass && key != pos) {
+      uint4 kv[kKeyVecs];
 #pragma unroll
-        for (int c = 0; c < kKeyVecs; ++c) kv[c] = k_early[c];
-      } else {
+      for (int c = 0; c < kKeyVecs; ++c) kv[c] = krow[c];
 #pragma unroll
-        for (int c = 0; c < kKeyVecs; ++c) kv[c] = krow[c];
-      }
+      for (int c0 = 0; c0 < kKeyVecs; c0 += 4) {
 #pragma unroll
-      for (int c = 0; c < kKeyVecs; ++c) {
+        for (int c = 0; c < 4; ++c) {
         float kf[8];
-        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(kv[c]), kf);
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(kv[c0 + c]), kf);
 #pragma unroll
-        for (int h = 0; h < kMaxGroup; ++h) {
+        for (int h = 0; h < kGroup; ++h) {
           if (h >= group) break;
-          const float4* q4 = reinterpret_cast<const float4*>(q_s + h * kHeadDim + c * 8);
+          const float4* q4 = reinterpret_cast<const float4*>(q_s + h * kHeadDim + (c0 + c) * 8);
           const float4 qa = q4[0], qb = q4[1];
           score[h] = fmaf(qa.x, kf[0], score[h]);
           score[h] = fmaf(qa.y, kf[1], score[h]);
@@ -533,11 +548,12 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
           score[h] = fmaf(qb.z, kf[6], score[h]);
           score[h] = fmaf(qb.w, kf[7], score[h]);
         }
+        }
       }
     }
-    float p[kMaxGroup];
+    float p[kGroup];
 #pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
+    for (int h = 0; h < kGroup; ++h) {
       if (h >= group) break;
       const float sc = valid ? score[h] * a.scale : -INFINITY;
       const float m_new = fmaxf(m[h], warp_max(sc));  // finite: lane 0's key is valid
@@ -548,18 +564,18 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
       for (int e = 0; e < kPerLane; ++e) acc[h][e] *= correction;
       m[h] = m_new;
     }
-    // P·V: lane owns dims [lane * kPerLane, +kPerLane) of every head. The V rows' loads go out kBlock at a time
-    // before any is used (one round trip per block, not per key).
+    // P·V: lane owns dims [lane * kPerLane, +kPerLane) of every head; V rows kBlock keys at a time, all loads of a
+    // block issued before the first is used.
     const int keys = int(std::min<int64_t>(kWarpSize, key_end - first));
-    constexpr int kBlock = 16;
-    using VLanes = std::conditional_t<kPerLane == 4, uint2, uint32_t>;  // kPerLane bf16
+    constexpr int kBlock = 4;
+#pragma unroll 1
     for (int j0 = 0; j0 < keys; j0 += kBlock) {
       VLanes vv[kBlock];
 #pragma unroll
       for (int jj = 0; jj < kBlock; ++jj)
         if (j0 + jj < keys) {
           const int64_t key_j = first + j0 + jj;  // the new key's v comes from shared memory
-          const bf16* src = key_j == pos ? raw + (group + 1) * kHeadDim : v_cache + cache_base + key_j * row_stride;
+          const bf16* src = key_j == pos ? raw + (group + 1) * kHeadDim : v_stage + (key_j - key_begin) * kHeadDim;
           vv[jj] = *reinterpret_cast<const VLanes*>(src + lane * kPerLane);
         }
 #pragma unroll
@@ -573,7 +589,7 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
           vf[2 * e] = f.x, vf[2 * e + 1] = f.y;
         }
 #pragma unroll
-        for (int h = 0; h < kMaxGroup; ++h) {
+        for (int h = 0; h < kGroup; ++h) {
           if (h >= group) break;
           const float pj = __shfl_sync(0xffffffffu, p[h], j0 + jj);
 #pragma unroll
@@ -585,7 +601,7 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
   if (t == 0) trace_point(a, l, kTraceAttnKeys);  // warp 0's keys (the others' end at the next barrier)
   // Merge the warps: partial per warp in shared memory, then this CTA's partial to the workspace.
 #pragma unroll
-  for (int h = 0; h < kMaxGroup; ++h) {
+  for (int h = 0; h < kGroup; ++h) {
     if (h >= group) break;
     float* dst = part + (warp * group + h) * kPartStride;
 #pragma unroll
@@ -654,10 +670,10 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
 }
 
 // The attention's shared memory: q heads (fp32), raw q/k/v heads (bf16), the q/k norm weights and the new k
-// (bf16), RoPE frequencies (fp32), per-warp partials of `group` heads.
+// (bf16), RoPE frequencies (fp32), per-warp partials of `group` heads, then the V rows of the CTA's keys (bf16).
 __host__ __device__ constexpr int64_t attention_smem_bytes(int64_t head_dim, int64_t group) {
   return int64_t(kMaxGroup) * head_dim * 4 + (kMaxGroup + 2) * head_dim * 2 + 3 * head_dim * 2 + head_dim / 2 * 4 +
-         int64_t(kConsumerWarps) * group * (head_dim + 2) * 4;
+         int64_t(kConsumerWarps) * group * (head_dim + 2) * 4 + int64_t(kKeysPerPass) * head_dim * 2;
 }
 
 template <int kHeadDim>
@@ -699,48 +715,72 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int64_t l = 0; l < a.num_layers; ++l) {
     const DecodeLayerWeights L = a.layers[l];
     uint32_t* counters = sync + l * kPhases;
-    // h: the previous layer's down phase (all CTAs) or the embedding. qkv is rewritten here only after the
-    // previous layer's attention has read it (its o phase waited for the merged heads, its down for o).
     const bool tracer = threadIdx.x == 0 && a.trace;
     uint64_t starved = 0;
     if (tracer) trace_point(a, l, kTraceLayerStart);
-    if (l > 0) wait_counter(counters - kPhases + kDown, grid);
-    load_input(a.h, a.hidden, L.input_norm, a.eps, s, x);
-    if (tracer) trace_point(a, l, kTraceQkvStart);
-    consume(plan_phase(a, L, kQkv), x, ring, full, empty, stages, stage, partials, partial_cap, tracer, starved,
-            [qkv](int64_t row, float sum, float) { qkv[row] = __float2bfloat16_rn(sum); });
-    signal_counter(counters + kQkv);
-    if (tracer) trace_point(a, l, kTraceQkvDone), trace_value(a, l, kTraceQkvStarved, starved), starved = 0;
-    if (int(blockIdx.x) < a.kv_heads * splits) attention<kHeadDim>(a, l, L, splits, attn_smem, s);
-    if (tracer) trace_point(a, l, kTraceAttnDone);
-    // attn: every kv head merged. h's rows of this CTA are written by this CTA only (o and down share the rows).
-    wait_counter(counters + kAttn, uint32_t(a.kv_heads));
-    load_input(a.attn, a.q_heads * kHeadDim, nullptr, a.eps, s, x);
-    if (tracer) trace_point(a, l, kTraceOStart);
-    consume(plan_phase(a, L, kO), x, ring, full, empty, stages, stage, partials, partial_cap, tracer, starved, [h](int64_t row, float sum, float) {
-      h[row] = __float2bfloat16_rn(__bfloat162float(__ldcg(h + row)) + bf16_round(sum));
-    });
-    signal_counter(counters + kO);
-    if (tracer) trace_point(a, l, kTraceODone), trace_value(a, l, kTraceOStarved, starved), starved = 0;
-    wait_counter(counters + kO, grid);
-    load_input(a.h, a.hidden, L.post_norm, a.eps, s, x);
-    if (tracer) trace_point(a, l, kTraceGateUpStart);
-    consume(plan_phase(a, L, kGateUp), x, ring, full, empty, stages, stage, partials, partial_cap, tracer, starved,
-            [act](int64_t row, float gate_sum, float up_sum) {
-              const float gate = bf16_round(gate_sum), up = bf16_round(up_sum);
-              act[row] = __float2bfloat16_rn(bf16_round(gate / (1.0f + expf(-gate))) * up);
-            });
-    signal_counter(counters + kGateUp);
-    if (tracer) trace_point(a, l, kTraceGateUpDone), trace_value(a, l, kTraceGateUpStarved, starved), starved = 0;
-    // act: every CTA's gate|up rows. h is rewritten below only after every CTA has read it (gate|up counter).
-    wait_counter(counters + kGateUp, grid);
-    load_input(a.act, a.inter, nullptr, a.eps, s, x);
-    if (tracer) trace_point(a, l, kTraceDownStart);
-    consume(plan_phase(a, L, kDown), x, ring, full, empty, stages, stage, partials, partial_cap, tracer, starved, [h](int64_t row, float sum, float) {
-      h[row] = __float2bfloat16_rn(__bfloat162float(__ldcg(h + row)) + bf16_round(sum));
-    });
-    signal_counter(counters + kDown);
-    if (tracer) trace_point(a, l, kTraceDownDone), trace_value(a, l, kTraceDownStarved, starved);
+    // The phases as a rolled loop with one call site of the stage loop: four inlined copies (one per GEMV phase)
+    // would each start cold in the instruction cache, fetched from an L2 the weight stream keeps busy.
+#pragma unroll 1
+    for (int phase = kQkv; phase <= kDown; ++phase) {
+      if (phase == kAttn) {
+        if (int(blockIdx.x) < a.kv_heads * splits) {
+          const int64_t group = a.q_heads / a.kv_heads;
+          if (group <= 1)
+            attention<kHeadDim, 1>(a, l, L, splits, attn_smem, s);
+          else if (group <= 2)
+            attention<kHeadDim, 2>(a, l, L, splits, attn_smem, s);
+          else if (group <= 4)
+            attention<kHeadDim, 4>(a, l, L, splits, attn_smem, s);
+          else
+            attention<kHeadDim, 8>(a, l, L, splits, attn_smem, s);
+        }
+        if (tracer) trace_point(a, l, kTraceAttnDone);
+        continue;
+      }
+      // Wait for the phase's input:
+      //   qkv     h from the previous layer's down phase (every CTA), or the embedding for layer 0. qkv is
+      //           rewritten here only after the previous layer's attention read it (its o phase waited for the
+      //           merged heads, its down phase for o).
+      //   o       attn: every kv head merged. h's rows of this CTA are written by this CTA only (o and down split
+      //           the rows the same way).
+      //   gate|up h after every CTA's o rows.
+      //   down    act: every CTA's gate|up rows. h is rewritten by down only after every CTA has read it for
+      //           gate|up (that counter).
+      if (phase == kO) {
+        wait_counter(counters + kAttn, uint32_t(a.kv_heads));
+      } else if (phase != kQkv) {
+        wait_counter(counters + phase - 1, grid);
+      } else if (l > 0) {
+        wait_counter(counters - kPhases + kDown, grid);
+      }
+      const bool normed = phase == kQkv || phase == kGateUp;
+      load_input(phase == kO ? a.attn : phase == kDown ? act : h,
+                 phase == kO ? a.q_heads * kHeadDim : phase == kDown ? a.inter : a.hidden,
+                 normed ? (phase == kQkv ? L.input_norm : L.post_norm) : nullptr, a.eps, s, x);
+      if (tracer)
+        trace_point(a, l, phase == kQkv ? kTraceQkvStart : phase == kO ? kTraceOStart
+                                                         : phase == kGateUp ? kTraceGateUpStart : kTraceDownStart);
+      consume(plan_phase(a, L, phase), x, ring, full, empty, stages, stage, partials, partial_cap, tracer, starved,
+              [=](int64_t row, float first, float second) {
+                if (phase == kQkv) {
+                  qkv[row] = __float2bfloat16_rn(first);
+                } else if (phase == kGateUp) {
+                  const float gate = bf16_round(first), up = bf16_round(second);
+                  act[row] = __float2bfloat16_rn(bf16_round(gate / (1.0f + expf(-gate))) * up);
+                } else {  // o, down: the residual add
+                  h[row] = __float2bfloat16_rn(__bfloat162float(__ldcg(h + row)) + bf16_round(first));
+                }
+              });
+      signal_counter(counters + phase);
+      if (tracer) {
+        trace_point(a, l, phase == kQkv ? kTraceQkvDone : phase == kO ? kTraceODone
+                                                        : phase == kGateUp ? kTraceGateUpDone : kTraceDownDone);
+        trace_value(a, l, phase == kQkv ? kTraceQkvStarved : phase == kO ? kTraceOStarved
+                                                           : phase == kGateUp ? kTraceGateUpStarved : kTraceDownStarved,
+                    starved);
+        starved = 0;
+      }
+    }
   }
   // The last CTA out zeroes every counter: all others have passed their last wait before counting out.
   uint32_t* exit_counter = sync + a.num_layers * (kPhases + a.kv_heads);
@@ -755,6 +795,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int64_t i = threadIdx.x; i < words; i += kConsumers) sync[i] = 0;
   }
 #endif
+}
+
+int current_device() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return device;
 }
 
 // Static shared memory the kernel's helpers declare, kept free of the dynamic plan.
@@ -790,9 +836,13 @@ Plan make_plan(const DecodeLayersArgs& a, int sm_count) {
                        2 * kMaxStages * sizeof(uint64_t) + sizeof(Scratch) +
                        size_t(kConsumerWarps) * size_t(p.partial_cap) * sizeof(float);
   int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
   optin -= kStaticSmemSlack;
   p.stages = int(std::min<int64_t>(kMaxStages, (int64_t(optin) - int64_t(fixed)) / kStageBytes));
+  // Two stages unless asked otherwise (and as many as fit next to the attention's V staging): on the H200 at
+  // context 128, 2 x 48 KB in flight per SM ran the stack as fast as or faster than 3 or 4
+  // (bench/results/decode-layers-trace-*).
+  p.stages = std::min(p.stages, a.ring_stages > 0 ? int(a.ring_stages) : kDefaultStages);
   p.smem = size_t(p.stages) * kStageBytes + fixed;
   return p;
 }
@@ -804,7 +854,7 @@ void launch_with(const DecodeLayersArgs& a, cudaStream_t stream) {
   static std::once_flag attribute_once;
   std::call_once(attribute_once, [] {
     int optin = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
     CUDA_CHECK(cudaFuncSetAttribute(decode_layers_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     optin));
   });
@@ -814,9 +864,9 @@ void launch_with(const DecodeLayersArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-int64_t decode_layers_workspace_floats(int64_t q_heads, int64_t head_dim) {
-  // (kv heads x splits) partials of kMaxGroup heads, bounded by q_heads * kMaxSplits heads of head_dim + 2.
-  return q_heads * kMaxSplits * kMaxGroup * (head_dim + 2);
+int64_t decode_layers_workspace_floats(int64_t kv_heads, int64_t head_dim) {
+  // (kv heads x splits) partials of up to kMaxGroup heads of head_dim + 2 (the output, the maximum, the sum).
+  return kv_heads * kMaxSplits * kMaxGroup * (head_dim + 2);
 }
 
 int64_t decode_layers_sync_words(int64_t num_layers, int64_t kv_heads) { return sync_words(num_layers, kv_heads); }
@@ -824,13 +874,16 @@ int64_t decode_layers_sync_words(int64_t num_layers, int64_t kv_heads) { return 
 bool decode_layers_v1_supports(const DecodeLayersArgs& a) {
   if (device_compute_major() < 9 || !shape_ok(a)) return false;
   if (a.kv_heads > device_sm_count()) return false;
+  // The attention stages a CTA's V rows in shared memory: at most kKeysPerPass keys per split.
+  const int64_t max_splits = std::min<int64_t>(kMaxSplits, device_sm_count() / a.kv_heads);
+  if (a.max_position + 1 > max_splits * kKeysPerPass) return false;
   const Plan plan = make_plan(a, device_sm_count());
   if (plan.stages < 2) return false;
   // Every CTA must be resident at once: one per SM.
   int per_sm = 0;
   const auto kernel = a.head_dim == 128 ? decode_layers_kernel<128> : decode_layers_kernel<64>;
   int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
   return per_sm >= 1;

@@ -382,7 +382,7 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaMemcpy(m.decode_layer_table.as<void>(), table.data(), table.size() * sizeof(table[0]),
                           cudaMemcpyHostToDevice));
     m.decode_layers_workspace =
-        DeviceBuffer(size_t(kernels::decode_layers_workspace_floats(c.num_heads, c.head_dim)) * sizeof(float));
+        DeviceBuffer(size_t(kernels::decode_layers_workspace_floats(c.num_kv_heads, c.head_dim)) * sizeof(float));
     m.decode_layers_sync =
         DeviceBuffer(size_t(kernels::decode_layers_sync_words(c.num_layers, c.num_kv_heads)) * sizeof(uint32_t));
     CUDA_CHECK(cudaMemset(m.decode_layers_sync.as<void>(), 0, m.decode_layers_sync.bytes()));

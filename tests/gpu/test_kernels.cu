@@ -1875,7 +1875,7 @@ void run_decode_layers_case(VersionRunner<kernels::DecodeLayersArgs>& runner, co
   const auto positions_d = to_device(positions);
   const auto slots_d = to_device(slots);
   const auto inv_freq_d = to_device(inv_freq);
-  DeviceArray<float> workspace_d(size_t(kernels::decode_layers_workspace_floats(c.q_heads, D)));
+  DeviceArray<float> workspace_d(size_t(kernels::decode_layers_workspace_floats(c.kv_heads, D)));
   DeviceArray<uint32_t> sync_d(size_t(kernels::decode_layers_sync_words(c.layers, c.kv_heads)));
   // Zeroed once, here: every later launch runs on the words the previous one left.
   CUDA_OK(cudaMemsetAsync(sync_d.get(), 0, sync_d.bytes(), test_stream()));
