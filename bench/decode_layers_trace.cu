@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&now));
-  const std::string path = out_dir + "/decode-layers-trace-" + stamp + ".json";
+  const std::string path = out_dir + "/decode-layers-trace-" + stamp + "-p" + std::to_string(position) + "-b" +
+                           std::to_string(bucket) + "-s" + std::to_string(ring_stages) + ".json";
   std::ofstream(path) << j.dump(2) << "\n";
   std::printf("wrote %s\n", path.c_str());
   return 0;

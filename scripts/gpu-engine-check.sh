@@ -55,6 +55,12 @@ if [ "${FINAL_ONLY:-0}" = 1 ]; then
   bench $S --path fast --prompt-len 2048 --gen 8
   bench $S --path cublas --prompt-len 128 --gen 256
   bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
+  # Session 4: every layer in one persistent kernel, beside the chain above (ladder rows 17-18).
+  bench $S --path fast --prompt-len 128 --gen 256 --decode-layers v1_decode_layers_persistent
+  bench $S --path fast --prompt-len 1024 --gen 256 --decode-layers v1_decode_layers_persistent
+  if [ -x "$BIN/decode_layers_trace" ]; then
+    timeout 120 "$BIN/decode_layers_trace" --position 128 --bucket 256 --out "$OUT" | tee "$OUT/decode_layers_trace.txt"
+  fi
 else
 # Decode ladder at context 128 (rows in the order the versions were added; each changes one thing).
 bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1

@@ -12,7 +12,7 @@
 // HBM time; deeper rings measured no faster, bench/results/decode-layers-trace-*).
 //
 // What it measured (H200, ITERATIONS.md session 4, profiles/decode-step-qwen3-8b.md): the GEMV phases stream at
-// 85-100% of the read peak, but the layer's chain of dependent steps (attention, the four counter waits) runs
+// 77-100% of the read peak, but the layer's chain of dependent steps (attention, the four counter waits) runs
 // while every global round trip takes microseconds, and the whole step is slower than the five-launch chain it
 // replaces. Kept as the baseline of the persistent design; the engine runs it only when asked (--decode-layers).
 //
@@ -128,7 +128,7 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
 
 // Consumers: returns once *counter >= target (thread 0 spins, the others wait at the named barrier). A counter
 // that never gets there is a bug, not a state: trap after ~seconds instead of hanging the GPU.
-__device__ __forceinline__ void wait_counter(const uint32_t* counter, uint32_t target) {
+[[maybe_unused]] __device__ __forceinline__ void wait_counter(const uint32_t* counter, uint32_t target) {
   if (threadIdx.x == 0) {
     uint64_t spins = 0;
     while (load_acquire(counter) < target) {
@@ -139,7 +139,7 @@ __device__ __forceinline__ void wait_counter(const uint32_t* counter, uint32_t t
 }
 
 // Consumers: after this CTA's rows of a phase are written, count the CTA in.
-__device__ __forceinline__ void signal_counter(uint32_t* counter) {
+[[maybe_unused]] __device__ __forceinline__ void signal_counter(uint32_t* counter) {
   consumer_sync();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -195,7 +195,7 @@ __device__ __forceinline__ PhasePlan plan_phase(const DecodeLayersArgs& a, const
 
 // The producer (one thread): every stage of every GEMV phase of every layer, in the order the consumers take
 // them. It waits for nothing but a free slot.
-__device__ __forceinline__ void produce(const DecodeLayersArgs& a, unsigned char* ring, uint64_t* full, uint64_t* empty,
+[[maybe_unused]] __device__ __forceinline__ void produce(const DecodeLayersArgs& a, unsigned char* ring, uint64_t* full, uint64_t* empty,
                         int stages) {
   const uint64_t policy = make_evict_first_policy();
   uint32_t stage = 0;
@@ -230,7 +230,7 @@ struct Scratch {
 
 // Consumers: this thread's part of the phase input, x[j] = input vector (threadIdx.x + 256 j) of 8 bf16.
 // For the norm phases, x = bf16(w * bf16(h * inv_rms)) as rmsnorm rounds; every CTA sums h² in the same order.
-__device__ __forceinline__ void load_input(const bf16* src, int64_t k, const bf16* norm_weight, float eps, Scratch& s,
+[[maybe_unused]] __device__ __forceinline__ void load_input(const bf16* src, int64_t k, const bf16* norm_weight, float eps, Scratch& s,
                            uint4 (&x)[kMaxVecs]) {
   const int t = threadIdx.x;
   const int64_t vecs = k / 8;
@@ -280,6 +280,17 @@ __device__ __forceinline__ int partial_index(int i, int rows, int local, int loc
   return i < rows ? local + i : local_rows + local + (i - rows);
 }
 
+// Consumers: waits until the stage-th stage of the kernel has landed; returns its ring slot. With tracing on, adds
+// the time waited to starved_ns.
+__device__ __forceinline__ uint32_t wait_for_stage(uint64_t* full, int stages, uint32_t stage, bool tracing,
+                                                   uint64_t& starved_ns) {
+  const uint32_t slot = stage % uint32_t(stages), use = stage / uint32_t(stages);
+  const uint64_t wait_from = tracing ? global_timer_ns() : 0;
+  mbarrier_wait_parity(&full[slot], use & 1);
+  if (tracing) starved_ns += global_timer_ns() - wait_from;
+  return slot;
+}
+
 // Consumers: the stages of one GEMV phase for the shapes that fill a stage exactly (Qwen3-8B: kRows x 4096 with
 // kVecs = 2, or 2 x 12288 with kVecs = 6): every thread holds kVecs input vectors, all of a stage's loads are
 // issued before the first product and each (row, vector) product is its own FMA chain, so a warp keeps
@@ -300,10 +311,7 @@ __device__ __forceinline__ void consume_stages_exact(const PhasePlan& p, const u
   for (int64_t r = p.row_begin; r < p.row_end; r += p.rows_per_stage, ++stage) {
     const int rows = int(std::min<int64_t>(p.rows_per_stage, p.row_end - r));
     const int stage_rows = p.pairs ? 2 * rows : rows;
-    const uint32_t slot = stage % uint32_t(stages), use = stage / uint32_t(stages);
-    const uint64_t wait_from = tracing ? global_timer_ns() : 0;
-    mbarrier_wait_parity(&full[slot], use & 1);
-    if (tracing) starved_ns += global_timer_ns() - wait_from;
+    const uint32_t slot = wait_for_stage(full, stages, stage, tracing, starved_ns);
     const uint4* base = reinterpret_cast<const uint4*>(ring + size_t(slot) * kStageBytes);
     const int row_vecs = int(p.k / 8);
     uint4 w[kRows][kVecs];
@@ -338,7 +346,7 @@ __device__ __forceinline__ void consume_stages_exact(const PhasePlan& p, const u
 
 // Consumers: the same for any shape the op supports (up to kMaxStageRows rows and kMaxVecs vectors per thread),
 // one load and one chain at a time: slower, used where no exact shape fits (small test models).
-__device__ __forceinline__ void consume_stages_generic(const PhasePlan& p, const uint4 (&x)[kMaxVecs],
+[[maybe_unused]] __device__ __forceinline__ void consume_stages_generic(const PhasePlan& p, const uint4 (&x)[kMaxVecs],
                                                        unsigned char* ring, uint64_t* full, uint64_t* empty,
                                                        int stages, uint32_t& stage, float* partials, int partial_cap,
                                                        bool tracing, uint64_t& starved_ns) {
@@ -349,10 +357,7 @@ __device__ __forceinline__ void consume_stages_generic(const PhasePlan& p, const
   for (int64_t r = p.row_begin; r < p.row_end; r += p.rows_per_stage, ++stage) {
     const int rows = int(std::min<int64_t>(p.rows_per_stage, p.row_end - r));
     const int stage_rows = p.pairs ? 2 * rows : rows;
-    const uint32_t slot = stage % uint32_t(stages), use = stage / uint32_t(stages);
-    const uint64_t wait_from = tracing ? global_timer_ns() : 0;
-    mbarrier_wait_parity(&full[slot], use & 1);
-    if (tracing) starved_ns += global_timer_ns() - wait_from;
+    const uint32_t slot = wait_for_stage(full, stages, stage, tracing, starved_ns);
     const unsigned char* base = ring + size_t(slot) * kStageBytes;
     float sums[kMaxStageRows];
 #pragma unroll
