@@ -439,6 +439,9 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
   const int64_t key_begin = std::min<int64_t>(n_keys, split * chunk);
   const int64_t key_end = std::min<int64_t>(n_keys, key_begin + chunk);
   const bool owner = pos >= key_begin && pos < key_end;
+  // PRECOND max_position >= positions[0] keeps a split within the V staging; a position past the host's bound
+  // would overrun shared memory, so it stops the kernel instead.
+  if (key_end - key_begin > kKeysPerPass) __trap();
   bf16* k_cache = a.k_cache + l * a.layer_cache_elems;
   bf16* v_cache = a.v_cache + l * a.layer_cache_elems;
   const int64_t row_stride = a.kv_heads * kHeadDim;  // elements between positions
