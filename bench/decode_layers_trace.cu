@@ -70,7 +70,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   CLI::App app{"Trace the one-launch decode layer stack on random Qwen3-8B-sized weights"};
   int64_t layers = 36, position = 128, bucket = 256, iters = 20;
-  int ring_stages = 0;
+  int ring_stages = 0, split_keys = 0;
   std::string version = "v1_decode_layers_persistent", out_dir = std::string(QWEN3_SOURCE_DIR) + "/bench/results";
   app.add_option("--layers", layers, "Layers")->check(CLI::Range(1, 64));
   app.add_option("--position", position, "Position of the decoded token (keys attended: position + 1)")
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
   app.add_option("--iters", iters, "Timed launches")->check(CLI::Range(1, 1000));
   app.add_option("--version", version, "decode_layers version");
   app.add_option("--stages", ring_stages, "Weight stages in flight per SM (0: as many as fit)")->check(CLI::Range(0, 16));
+  app.add_option("--split-keys", split_keys, "Keys per attention split the plan aims at (0: the version's)")
+      ->check(CLI::Range(0, 4096));
   app.add_option("--out", out_dir, "Directory for the JSON result");
   CLI11_PARSE(app, argc, argv);
   if (position >= bucket) {
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
                                      1.0f / std::sqrt(float(D)), bucket - 1,
                                      device_alloc<float>(qwen3::kernels::decode_layers_workspace_floats(KVH, D)), sync};
   a.ring_stages = ring_stages;
+  a.split_keys = split_keys;
   if (v.supports && !v.supports(a)) {
     std::fprintf(stderr, "%s does not support this shape or device\n", v.name);
     return 1;
@@ -251,12 +254,13 @@ int main(int argc, char** argv) {
                    {"position", position},          {"bucket", bucket},        {"ms_per_launch", step_ms},
                    {"gb_s", gb_s},                  {"layer_period_us", period}, {"phases", phases},
                    {"producer_lead_us", lead_json}, {"starved_us", starved_json}, {"sms", sms},
-                   {"ring_stages", ring_stages}};
+                   {"ring_stages", ring_stages}, {"split_keys", split_keys}};
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&now));
   const std::string path = out_dir + "/decode-layers-trace-" + stamp + "-p" + std::to_string(position) + "-b" +
-                           std::to_string(bucket) + "-s" + std::to_string(ring_stages) + ".json";
+                           std::to_string(bucket) + "-s" + std::to_string(ring_stages) + "-k" +
+                           std::to_string(split_keys) + ".json";
   std::ofstream(path) << j.dump(2) << "\n";
   std::printf("wrote %s\n", path.c_str());
   return 0;

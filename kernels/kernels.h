@@ -253,6 +253,8 @@ struct DecodeLayersArgs {
   uint64_t* trace = nullptr;
   // Tuning only: at most this many weight stages in flight per SM (0: as many as fit, v1: 4 of 48 KB).
   int32_t ring_stages = 0;
+  // Tuning only: the keys of the context bucket one attention split aims at (0: v1's 256, one per consumer lane).
+  int32_t split_keys = 0;
 };
 constexpr int kDecodeLayersTraceEvents = 24;
 int64_t decode_layers_workspace_floats(int64_t kv_heads, int64_t head_dim);

@@ -835,7 +835,8 @@ bool shape_ok(const DecodeLayersArgs& a) {
 Plan make_plan(const DecodeLayersArgs& a, int sm_count) {
   Plan p{};
   const int64_t keys = a.max_position + 1;
-  const int64_t by_keys = (keys + kKeysPerPass - 1) / kKeysPerPass;
+  const int64_t keys_per_split = a.split_keys > 0 ? std::min<int64_t>(a.split_keys, kKeysPerPass) : kKeysPerPass;
+  const int64_t by_keys = (keys + keys_per_split - 1) / keys_per_split;
   p.splits = int(std::clamp<int64_t>(by_keys, 1, std::min<int64_t>(kMaxSplits, sm_count / a.kv_heads)));
   const auto per_cta = [&](int64_t n) { return (n + sm_count - 1) / sm_count; };
   const int64_t qkv_rows = (a.q_heads + 2 * a.kv_heads) * a.head_dim;
