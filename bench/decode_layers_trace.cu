@@ -13,13 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.cuh"
 #include "kernels/common/check.h"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
@@ -28,17 +27,6 @@ namespace {
 
 using qwen3::kernels::bf16;
 
-__global__ void fill_random(bf16* p, int64_t n, uint64_t seed, float scale) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint64_t z = (uint64_t(i) + seed * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 31;
-    z *= 0x94d049bb133111ebull;
-    z ^= z >> 29;
-    const float u = float(z >> 40) * (1.0f / 16777216.0f);  // [0, 1)
-    p[i] = __float2bfloat16_rn((2.0f * u - 1.0f) * scale);
-  }
-}
-
 template <class T>
 T* device_alloc(int64_t n) {
   T* p = nullptr;
@@ -46,23 +34,11 @@ T* device_alloc(int64_t n) {
   return p;
 }
 
-bf16* random_bf16(int64_t n, uint64_t seed, float scale, float offset = 0.0f) {
+// Uniform in [lo, hi) on the device (bench_common.cuh: no element exactly 0).
+bf16* random_bf16(int64_t n, uint64_t seed, float lo, float hi) {
   bf16* p = device_alloc<bf16>(n);
-  fill_random<<<1024, 256>>>(p, n, seed, scale);
-  CUDA_CHECK(cudaGetLastError());
-  if (offset != 0.0f) {
-    // Norm weights: 1 + uniform(-scale, scale) through a host copy (they are small).
-    std::vector<bf16> host(static_cast<size_t>(n));
-    CUDA_CHECK(cudaMemcpy(host.data(), p, size_t(n) * sizeof(bf16), cudaMemcpyDeviceToHost));
-    for (auto& v : host) v = __float2bfloat16_rn(__bfloat162float(v) + offset);
-    CUDA_CHECK(cudaMemcpy(p, host.data(), size_t(n) * sizeof(bf16), cudaMemcpyHostToDevice));
-  }
+  qwen3::bench::fill_random_bf16(p, size_t(n), seed, lo, hi, nullptr);
   return p;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -97,19 +73,20 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   const float k3 = 1.7320508f;
   for (int64_t l = 0; l < layers; ++l) {
-    table.push_back({random_bf16(H, ++seed, 0.5f, 1.0f), random_bf16(H, ++seed, 0.5f, 1.0f),
-                     random_bf16(D, ++seed, 0.5f, 1.0f), random_bf16(D, ++seed, 0.5f, 1.0f),
-                     random_bf16((QD + 2 * KVD) * H, ++seed, k3 / std::sqrt(float(H))),
-                     random_bf16(H * QD, ++seed, k3 / std::sqrt(float(QD))),
-                     random_bf16(2 * I * H, ++seed, k3 / std::sqrt(float(H))),
-                     random_bf16(H * I, ++seed, k3 / std::sqrt(float(I)))});
+    const auto weight = [&](int64_t n, int64_t k) {  // unit-variance outputs
+      const float bound = k3 / std::sqrt(float(k));
+      return random_bf16(n, ++seed, -bound, bound);
+    };
+    table.push_back({random_bf16(H, ++seed, 0.5f, 1.5f), random_bf16(H, ++seed, 0.5f, 1.5f),
+                     random_bf16(D, ++seed, 0.5f, 1.5f), random_bf16(D, ++seed, 0.5f, 1.5f),
+                     weight((QD + 2 * KVD) * H, H), weight(H * QD, QD), weight(2 * I * H, H), weight(H * I, I)});
   }
   auto* table_dev = device_alloc<qwen3::kernels::DecodeLayerWeights>(layers);
   CUDA_CHECK(cudaMemcpy(table_dev, table.data(), table.size() * sizeof(table[0]), cudaMemcpyHostToDevice));
   const int64_t cache_elems = max_ctx * KVD;
-  bf16* k_cache = random_bf16(layers * cache_elems, ++seed, 1.0f);
-  bf16* v_cache = random_bf16(layers * cache_elems, ++seed, 1.0f);
-  bf16* h0 = random_bf16(H, ++seed, 1.0f);
+  bf16* k_cache = random_bf16(layers * cache_elems, ++seed, -1.0f, 1.0f);
+  bf16* v_cache = random_bf16(layers * cache_elems, ++seed, -1.0f, 1.0f);
+  bf16* h0 = random_bf16(H, ++seed, -1.0f, 1.0f);
   bf16* h = device_alloc<bf16>(H);
   int32_t* positions = device_alloc<int32_t>(1);
   const int32_t pos32 = int32_t(position);
@@ -138,21 +115,17 @@ int main(int argc, char** argv) {
   }
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreate(&stream));
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  qwen3::bench::EventPair events;
   std::vector<double> ms;
   for (int64_t i = 0; i < iters + 3; ++i) {
     CUDA_CHECK(cudaMemcpyAsync(h, h0, size_t(H) * 2, cudaMemcpyDeviceToDevice, stream));
-    CUDA_CHECK(cudaEventRecord(start, stream));
+    events.start(stream);
     v.launch(a, stream);
-    CUDA_CHECK(cudaEventRecord(stop, stream));
-    CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    events.stop(stream);
+    const float t = events.elapsed_ms();
     if (i >= 3) ms.push_back(t);
   }
-  const double step_ms = median(ms);
+  const double step_ms = qwen3::bench::stats_of(ms).median;
   const double layer_bytes = 2.0 * double((QD + 2 * KVD) * H + H * QD + 2 * I * H + H * I);
   const double kv_bytes = 2.0 * double(2 * KVD * (position + 1));
   const double gb_s = double(layers) * (layer_bytes + kv_bytes) / (step_ms * 1e-3) / 1e9;
@@ -255,10 +228,7 @@ int main(int argc, char** argv) {
                    {"gb_s", gb_s},                  {"layer_period_us", period}, {"phases", phases},
                    {"producer_lead_us", lead_json}, {"starved_us", starved_json}, {"sms", sms},
                    {"ring_stages", ring_stages}, {"split_keys", split_keys}};
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", std::gmtime(&now));
-  const std::string path = out_dir + "/decode-layers-trace-" + stamp + "-p" + std::to_string(position) + "-b" +
+  const std::string path = out_dir + "/decode-layers-trace-" + qwen3::bench::utc_time(true) + "-p" + std::to_string(position) + "-b" +
                            std::to_string(bucket) + "-s" + std::to_string(ring_stages) + "-k" +
                            std::to_string(split_keys) + ".json";
   std::ofstream(path) << j.dump(2) << "\n";

@@ -46,6 +46,8 @@
 #include <mutex>
 
 #include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/flash_decode.cuh"
+#include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/launch.cuh"
@@ -434,11 +436,10 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
   const int64_t q_dim = a.q_heads * kHeadDim, kv_dim = a.kv_heads * kHeadDim;
   const int32_t pos = a.positions[0];
   const int64_t slot = a.slots ? a.slots[0] : 0;
-  const int64_t n_keys = int64_t(pos) + 1;
-  const int64_t chunk = (n_keys + splits - 1) / splits;
-  const int64_t key_begin = std::min<int64_t>(n_keys, split * chunk);
-  const int64_t key_end = std::min<int64_t>(n_keys, key_begin + chunk);
-  const bool owner = pos >= key_begin && pos < key_end;
+  // The fused attention's split of the keys (the same ranges as v1-v12 of qkv_attention).
+  const qkv_attention::KeyRange range = qkv_attention::key_range(pos, split, splits);
+  const int64_t key_begin = range.key0, key_end = range.key0 + range.n_keys;
+  const bool owner = range.new_key >= 0;
   // PRECOND max_position >= positions[0] keeps a split within the V staging; a position past the host's bound
   // would overrun shared memory, so it stops the kernel instead.
   if (key_end - key_begin > kKeysPerPass) __trap();
@@ -640,13 +641,16 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
     signal_counter(a.sync + l * kPhases + kAttn);
     return;
   }
-  float* ws = a.workspace + (int64_t(g) * kMaxSplits + split) * kMaxGroup * kPartStride;
+  // Workspace: (kv head, kMaxGroup heads, kMaxSplits splits, head_dim + 2), flash_decode.cuh's partial layout
+  // (a head's splits side by side), so the merge below is merge_split_partials.
+  float* head_ws = a.workspace + int64_t(g) * kMaxGroup * kMaxSplits * kPartStride;
   for (int i = t; i < group * kHeadDim; i += kConsumers) {
     const int h = i / kHeadDim, d = i % kHeadDim;
     float o, m_max, total;
     combine_warps(h, d, o, m_max, total);
-    ws[h * kPartStride + d] = o;
-    if (d == 0) ws[h * kPartStride + kHeadDim] = m_max, ws[h * kPartStride + kHeadDim + 1] = total;
+    float* ws = head_ws + (int64_t(h) * kMaxSplits + split) * kPartStride;
+    ws[d] = o;
+    if (d == 0) ws[kHeadDim] = m_max, ws[kHeadDim + 1] = total;
   }
   consumer_sync();
   if (t == 0) {
@@ -657,22 +661,11 @@ __device__ __forceinline__ void attention(const DecodeLayersArgs& a, int64_t l, 
   }
   consumer_sync();
   if (!s.last_split) return;
-  const float* head_ws = a.workspace + int64_t(g) * kMaxSplits * kMaxGroup * kPartStride;
+  // Splits without keys left max -inf, sum 0 and output 0: weight 0 in the merge.
   for (int i = t; i < group * kHeadDim; i += kConsumers) {
     const int h = i / kHeadDim, d = i % kHeadDim;
-    float m_max = -INFINITY;
-    for (int sp = 0; sp < splits; ++sp)
-      m_max = fmaxf(m_max, __ldcg(head_ws + (sp * kMaxGroup + h) * kPartStride + kHeadDim));
-    float o = 0.0f, total = 0.0f;
-    for (int sp = 0; sp < splits; ++sp) {
-      const float* src = head_ws + (sp * kMaxGroup + h) * kPartStride;
-      const float ms = __ldcg(src + kHeadDim);
-      if (ms == -INFINITY) continue;
-      const float f = expf(ms - m_max);
-      o += f * __ldcg(src + d);
-      total += f * __ldcg(src + kHeadDim + 1);
-    }
-    a.attn[int64_t(g * group + h) * kHeadDim + d] = __float2bfloat16_rn(o / total);
+    a.attn[int64_t(g * group + h) * kHeadDim + d] = __float2bfloat16_rn(
+        flash_decode::merge_split_partials<kHeadDim>(head_ws + int64_t(h) * kMaxSplits * kPartStride, splits, d));
   }
   signal_counter(a.sync + l * kPhases + kAttn);
 }
@@ -805,10 +798,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-int current_device() {
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  return device;
+// The current device's opt-in shared memory per block, asked once per process (as device_sm_count()).
+int optin_smem_bytes() {
+  static const int bytes = [] {
+    int device = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return optin;
+  }();
+  return bytes;
 }
 
 // Static shared memory the kernel's helpers declare, kept free of the dynamic plan.
@@ -844,9 +842,7 @@ Plan make_plan(const DecodeLayersArgs& a, int sm_count) {
   const size_t fixed = size_t(attention_smem_bytes(a.head_dim, a.q_heads / a.kv_heads)) +
                        2 * kMaxStages * sizeof(uint64_t) + sizeof(Scratch) +
                        size_t(kConsumerWarps) * size_t(p.partial_cap) * sizeof(float);
-  int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
-  optin -= kStaticSmemSlack;
+  const int optin = optin_smem_bytes() - kStaticSmemSlack;
   p.stages = int(std::min<int64_t>(kMaxStages, (int64_t(optin) - int64_t(fixed)) / kStageBytes));
   // Two stages unless asked otherwise (and as many as fit next to the attention's V staging): on the H200 at
   // context 128, 2 x 48 KB in flight per SM ran the stack as fast as or faster than 3 or 4
@@ -856,25 +852,30 @@ Plan make_plan(const DecodeLayersArgs& a, int sm_count) {
   return p;
 }
 
+// The kernel for kHeadDim, allowed all the opt-in shared memory (set once, never lowered: each launch asks for what
+// its plan needs).
+template <int kHeadDim>
+auto* kernel_for() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    CUDA_CHECK(cudaFuncSetAttribute(decode_layers_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    optin_smem_bytes()));
+  });
+  return decode_layers_kernel<kHeadDim>;
+}
+
 template <int kHeadDim>
 void launch_with(const DecodeLayersArgs& a, cudaStream_t stream) {
   const int sm_count = device_sm_count();
   const Plan plan = make_plan(a, sm_count);
-  static std::once_flag attribute_once;
-  std::call_once(attribute_once, [] {
-    int optin = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
-    CUDA_CHECK(cudaFuncSetAttribute(decode_layers_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    optin));
-  });
-  launch(decode_layers_kernel<kHeadDim>, dim3(unsigned(sm_count)), dim3(kThreads), plan.smem, stream, a, plan.stages,
+  launch(kernel_for<kHeadDim>(), dim3(unsigned(sm_count)), dim3(kThreads), plan.smem, stream, a, plan.stages,
          plan.splits, plan.partial_cap);
 }
 
 }  // namespace
 
 int64_t decode_layers_workspace_floats(int64_t kv_heads, int64_t head_dim) {
-  // (kv heads x splits) partials of up to kMaxGroup heads of head_dim + 2 (the output, the maximum, the sum).
+  // (kv heads, kMaxGroup heads, kMaxSplits splits) partials of head_dim + 2 (the output, the maximum, the sum).
   return kv_heads * kMaxSplits * kMaxGroup * (head_dim + 2);
 }
 
@@ -890,10 +891,7 @@ bool decode_layers_v1_supports(const DecodeLayersArgs& a) {
   if (plan.stages < 2) return false;
   // Every CTA must be resident at once: one per SM.
   int per_sm = 0;
-  const auto kernel = a.head_dim == 128 ? decode_layers_kernel<128> : decode_layers_kernel<64>;
-  int optin = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, current_device()));
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  const auto kernel = a.head_dim == 128 ? kernel_for<128>() : kernel_for<64>();
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
   return per_sm >= 1;
 }

@@ -187,6 +187,7 @@ struct CudaEngine::Impl {
   bf16* lm_head = nullptr;     // (vocab, hidden): embed when tied
   std::vector<LayerDevice> layers;
   int64_t decode_weight_bytes = 0;
+  int64_t layer_weight_bytes = 0;  // one layer's weights, norms included
 
   DeviceBuffer k_cache, v_cache;  // (layers, slots, context, kv_heads, head_dim)
   int64_t layer_cache_elems = 0;
@@ -406,8 +407,8 @@ void CudaEngine::init() {
   CUDA_CHECK(cudaMemset(m.next_positions.as<void>(), 0, m.next_positions.bytes()));
   for (int64_t b = 0; b < B; ++b) set_sampling(b, SamplingParams{});
 
-  m.decode_weight_bytes = 0;
   const int64_t per_layer = (QD + 2 * KVD) * H + H * QD + 2 * I * H + H * I + 2 * H + 2 * c.head_dim;
+  m.layer_weight_bytes = per_layer * int64_t(sizeof(bf16));
   m.decode_weight_bytes = (c.num_layers * per_layer + H + V * H) * int64_t(sizeof(bf16));
 
   // One eager decode step on dummy state: loads every kernel module and runs one-time setup (shared-memory
@@ -655,8 +656,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                         m.decode_layers_workspace.as<float>(), m.decode_layers_sync.as<uint32_t>()};
       if (!m.decode_layers->supports || m.decode_layers->supports(a)) {
         if (kept("decode_layers")) m.decode_layers->launch(a, s);
-        const double layer_bytes = double((QD + 2 * KVD) * H + H * QD + 2 * I * H + H * I + 2 * H + 2 * D);
-        m.count("decode_layers", 2.0 * double(c.num_layers) * (layer_bytes + double(2 * KVD * (max_position + 1))));
+        m.count("decode_layers", double(c.num_layers) * (double(m.layer_weight_bytes) +
+                                                          2.0 * double(2 * KVD * (max_position + 1))));
         rmsnorm(h, m.final_norm, x, rows, H);
         return;
       }
