@@ -141,6 +141,28 @@ struct QkvAttentionArgs {
   float pdl_trigger = 0.0f;
 };
 
+// Decode attention with the o projection and its residual add fused in (batch 1): what qkv_attention followed by
+// the residual GEMV over w_o (v7_gemv_residual) computes, in one launch. Each CTA streams its rows of w_o into
+// shared memory from its start; kv_heads x splits of them attend one split of one kv head's keys while those bytes
+// arrive; then every CTA merges the splits into the attention output, multiplies its rows and updates the
+// residual. attention.out is written as qkv_attention writes it.
+struct QkvAttentionOArgs {
+  QkvAttentionArgs attention;  // prep.tokens == 1; attention.workspace, l2_prefetch and pdl_trigger are not used
+  const bf16* w_o;             // (hidden, q_heads * head_dim)
+  bf16* residual;              // (1, hidden) in/out: residual = bf16(residual + bf16(attn · w_oᵀ))
+  float* norm_partials;        // (1, kMaxNormPartials): [b] = Σ over CTA b's rows of residual²
+  int64_t hidden;
+  float* workspace;            // qkv_attention_o_workspace_floats() floats; the first qkv_attention_o_counter_bytes()
+                               // bytes zero before the first launch (every launch leaves them zero); one launch at a
+                               // time per workspace
+  int32_t keys_per_split = 0;  // tuning: the fewest keys a CTA's split gets before more CTAs share them (0: default)
+  int32_t smem_bytes = 0;      // tuning: the dynamic shared memory a CTA takes, most of it staged w_o rows (0: default)
+};
+// The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
+int64_t qkv_attention_o_partials(int64_t hidden, int64_t kv_heads);
+int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_t kv_heads, int64_t head_dim);
+int64_t qkv_attention_o_counter_bytes(int64_t hidden, int64_t kv_heads);
+
 // ---- 05 mlp ------------------------------------------------------------------------------------------------------
 // out = bf16(bf16(silu(gate)) * up), gate and up side by side in one row (the fused gate|up projection).
 struct SiluMulArgs {

@@ -75,6 +75,8 @@ void launch_qkv_attention_v11(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v11_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_v12(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v12_supports(const QkvAttentionArgs&);
+void launch_qkv_attention_o_v1(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v1_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -229,6 +231,16 @@ const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions() {
       {"v12_qkv_attention_warp_merge", "v11 whose last CTA merges the long-context splits a warp per head, all of "
                                        "a head's L2 reads in flight at once (v2_qkv_attention_mma.cu)",
        launch_qkv_attention_v12, qkv_attention_v12_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() {
+  static const std::vector<KernelVersion<QkvAttentionOArgs>> v{
+      {"v1_qkv_attention_o", "v12's attention and the o projection with its residual add in one launch: each CTA "
+                             "streams its rows of w_o into shared memory (TMA) while the attention runs, splits "
+                             "merged through the workspace (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v1, qkv_attention_o_v1_supports},
   };
   return v;
 }

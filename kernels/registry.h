@@ -32,6 +32,7 @@ const std::vector<KernelVersion<QkNormRopeCacheArgs>>& qk_norm_rope_cache_versio
 const std::vector<KernelVersion<KvWriteArgs>>& kv_write_versions();
 const std::vector<KernelVersion<AttentionArgs>>& attention_versions();
 const std::vector<KernelVersion<QkvAttentionArgs>>& qkv_attention_versions();
+const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions();
 const std::vector<KernelVersion<SiluMulArgs>>& silu_mul_versions();
 const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions();
 const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions();

@@ -23,6 +23,7 @@
 #include <stdexcept>
 
 #include "kernels/03_rope/qk_norm_rope.cuh"
+#include "kernels/04_attention/attention_mma.cuh"
 #include "kernels/04_attention/flash_decode.cuh"
 #include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
@@ -37,24 +38,12 @@ namespace {
 
 constexpr int kThreads = 256;
 [[maybe_unused]] constexpr int kWarps = kThreads / kWarpSize;  // unused in the sm_89 build (empty body)
-constexpr int kTileKeys = 64;  // one n-tile of 8 keys per warp in q·Kᵀ
-constexpr int kMaxGroup = 8;   // q heads per kv head: rows 0..7 of the m16n8k16 A operand
+using attention_mma::kMaxGroup;
+using attention_mma::kTileKeys;
 constexpr int kMaxCluster = 8;
 constexpr int kKeysPerCtaTarget = 128;
 constexpr int kMaxKeysPerCta = 2048;
 constexpr size_t kMaxSmem = 227 * 1024;
-
-// ldmatrix .trans, two 8x8 b16 matrices: lanes 0-15 give the row addresses (rows of matrix i/8).
-[[maybe_unused]] __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem_row_ptr) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row_ptr));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
-}
-
-// Element offset of (key, chunk) in a swizzled (kTileKeys, kHeadDim) tile: 16-byte chunk c of key k at c ^ (k%8).
-template <int kHeadDim>
-__device__ __forceinline__ int swizzled(int key, int chunk) {
-  return key * kHeadDim + ((chunk ^ (key & 7)) * 8);
-}
 
 // Dynamic shared memory, byte offsets. keys_cap and group are per launch.
 template <int kHeadDim, int kStages>
@@ -65,10 +54,9 @@ struct Layout {
   static constexpr size_t kNew = kQ + size_t(kMaxGroup) * kHeadDim * 2;  // bf16 (2, kHeadDim): new k, new v
   static constexpr size_t kPartial = kNew + 2 * kHeadDim * 2;            // float (kMaxGroup, kHeadDim), max, sum
   static constexpr size_t kScores = kPartial + (size_t(kMaxGroup) * kHeadDim + 2 * kMaxGroup) * 4;
-  static constexpr int p_stride(int keys_cap) { return keys_cap + 8; }  // bf16 P rows, padded
   static constexpr size_t p_offset(int keys_cap, int group) { return kScores + size_t(group) * keys_cap * 4; }
   static constexpr size_t bytes(int keys_cap, int group) {
-    return p_offset(keys_cap, group) + size_t(group) * p_stride(keys_cap) * 2;
+    return p_offset(keys_cap, group) + size_t(group) * attention_mma::p_stride(keys_cap) * 2;
   }
 };
 
@@ -92,10 +80,6 @@ __global__ void __launch_bounds__(kThreads)
     qkv_attention_mma_kernel(QkvAttentionArgs a, int keys_cap, int keys_per_split, bool prefetch_before_wait) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<kHeadDim, kStages>;
-  constexpr int kChunks = kHeadDim / 8;           // 16-byte chunks per K/V row
-  constexpr int kKSteps = kHeadDim / 16;          // q·Kᵀ reduction steps
-  constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
-  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* ring = reinterpret_cast<bf16*>(smem);
   bf16* q_s = reinterpret_cast<bf16*>(smem + L::kQ);
@@ -119,169 +103,26 @@ __global__ void __launch_bounds__(kThreads)
   const QkNormRopeCacheArgs& p = a.prep;
   const int group = int(p.q_heads / p.kv_heads);
   bf16* p_s = reinterpret_cast<bf16*>(smem + L::p_offset(keys_cap, group));  // (group, keys_cap + 8)
-  const int p_stride = L::p_stride(keys_cap);
   const int split = blockIdx.x, launched = gridDim.x, kv_head = blockIdx.y, token = blockIdx.z;
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
   const int32_t position = p.positions[token];
   const int splits =  // CTAs that get keys; the rest of the cluster is empty (or, with one, leaves at once)
       keys_per_split > 0 ? min(launched, (position + keys_per_split) / keys_per_split) : launched;
   if (splits == 1 && split > 0) return;  // CTA 0 does it all, with no cluster barrier
   const qkv_attention::KeyRange range = qkv_attention::key_range(position, split, splits);
   const int key0 = range.key0, n_keys = range.n_keys, new_key = range.new_key;
-  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int64_t slot = p.slots ? p.slots[token] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
   const int64_t first_row = (slot * p.max_ctx + min(key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
   const bf16* k_rows = p.k_cache + first_row;
   const bf16* v_rows = p.v_cache + first_row;
 
-  // kLean's per-thread constants: chunk `piece` of keys key_base + j * kKeyStep (kKeyStep % 8 == 0: same swizzle).
-  constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
-  static_assert(kThreads % kChunks == 0 && kKeyStep % 8 == 0 && kTileKeys % kKeyStep == 0, "lean tile loads");
-  const int piece = threadIdx.x % kChunks, key_base = threadIdx.x / kChunks;
-  const int smem_base = swizzled<kHeadDim>(key_base, piece);
-  const int64_t gmem_base = int64_t(key_base) * row_stride + piece * 8;
-
-  // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
-  auto issue = [&](int i) {
-    if (i < 2 * tiles) {
-      const bool is_v = i >= tiles;
-      const int first = (is_v ? i - tiles : i) * kTileKeys;
-      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (also the dummy of skipped loads)
-      bf16* dst = ring + (i % kStages) * L::kTileElems;
-      if constexpr (kLean) {
-        const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in this thread's keys
-#pragma unroll
-        for (int j = 0; j < kLoadsPerThread; ++j) {
-          const bool load = j * kKeyStep < end && j * kKeyStep != skip;
-          cp_async_16B_zfill(dst + smem_base + j * kKeyStep * kHeadDim,
-                             load ? src + gmem_base + int64_t(j * kKeyStep) * row_stride : src, load ? 16 : 0);
-        }
-      } else {
-        for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
-          const int key = c / kChunks, piece = c % kChunks;
-          const bool load = first + key < n_keys && first + key != new_key;
-          cp_async_16B_zfill(dst + swizzled<kHeadDim>(key, piece),
-                             load ? src + int64_t(key) * row_stride + piece * 8 : src, load ? 16 : 0);
-        }
-      }
-    }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i);
-
-  qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, token, kv_head, group, position, slot, new_key >= 0,
-                                                        q_s, new_kv);
-  if (n_keys == 0 && threadIdx.x < group) {  // an empty CTA (tiny context): weight 0 in the merge
-    stat_max[threadIdx.x] = -FLT_MAX;
-    stat_sum[threadIdx.x] = 0.0f;
-  }
-  __syncthreads();
-
-  // Q as the A operand of every q·Kᵀ step: row gid = q head gid (zero past the group), rows 8-15 zero.
-  uint32_t q_frag[kKSteps][2];
-#pragma unroll
-  for (int s = 0; s < kKSteps; ++s) {
-    const bool valid = gid < group;
-    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
-    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
-  }
-  static_assert(kChains == 1 || kChains == 2, "one or two accumulator chains");
-  float o_acc[kChains][kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles), per chain
-
-  const int trigger_tile = a.pdl_trigger > 0.0f ? int(a.pdl_trigger * float(2 * tiles)) : -1;
-  for (int i = 0; i < 2 * tiles; ++i) {
-    if (i == trigger_tile) pdl_launch_dependents();
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile i is in for every thread, and every thread is done with tile i - 1's slot
-    issue(i + kStages - 1);
-    bf16* tile = ring + (i % kStages) * L::kTileElems;
-    const bool is_v = i >= tiles;
-    const int first = (is_v ? i - tiles : i) * kTileKeys;
-    if (new_key >= first && new_key < first + kTileKeys) {  // the new row goes into its tile (CTA-uniform)
-      const int key = new_key - first;
-      for (int piece = threadIdx.x; piece < kChunks; piece += kThreads)
-        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, piece)) =
-            *reinterpret_cast<const uint4*>(new_kv + (is_v ? kHeadDim : 0) + piece * 8);
-      __syncthreads();
-    }
-    if (!is_v) {  // S[g][key] for this warp's 8 keys: 8 rows x 8 keys x head_dim
-      float s_acc[kChains][4] = {};
-      const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
-#pragma unroll
-      for (int s = 0; s < kKSteps; s += 2) {
-        uint32_t b[4];  // chunks 2s, 2s+1 (step s) and 2s+2, 2s+3 (step s+1) of the 8 keys
-        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
-        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
-        mma_bf16_16816(s_acc[0], a0, b0);
-        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
-      }
-      if constexpr (kChains == 2)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
-      const int local = first + warp * 8 + tig * 2;  // s_acc[0][0..1]: q head gid, keys local, local + 1
-      if (gid < group) {
-        if (local < n_keys) scores[gid * keys_cap + local] = s_acc[0][0] * a.scale;
-        if (local + 1 < n_keys) scores[gid * keys_cap + local + 1] = s_acc[0][1] * a.scale;
-      }
-    } else {
-      if (i == tiles) {  // every score is in (the barrier above): P = bf16(exp(s - max)) per q head
-        for (int g = warp; g < group; g += kWarps) {
-          float m = -FLT_MAX;
-          for (int key = lane; key < n_keys; key += kWarpSize) m = fmaxf(m, scores[g * keys_cap + key]);
-          m = warp_max(m);
-          float sum = 0.0f;
-          for (int key = lane; key < tiles * kTileKeys; key += kWarpSize) {
-            const bf16 e = __float2bfloat16_rn(key < n_keys ? expf(scores[g * keys_cap + key] - m) : 0.0f);
-            p_s[g * p_stride + key] = e;
-            sum += __bfloat162float(e);
-          }
-          sum = warp_sum(sum);
-          if (lane == 0) {
-            stat_max[g] = m;
-            stat_sum[g] = sum;
-          }
-        }
-        __syncthreads();
-      }
-#pragma unroll
-      for (int j = 0; j < kTileKeys / 16; ++j) {  // 16 keys per step
-        const int kb = first + 16 * j;
-        const bool valid = gid < group;
-        const uint32_t pa[4] = {
-            valid ? *reinterpret_cast<const uint32_t*>(p_s + gid * p_stride + kb + tig * 2) : 0u, 0u,
-            valid ? *reinterpret_cast<const uint32_t*>(p_s + gid * p_stride + kb + 8 + tig * 2) : 0u, 0u};
-        const int key = 16 * j + lane % 16;  // lanes 0-15: rows of the two 8x8 matrices (keys +0..7, +8..15)
-#pragma unroll
-        for (int t = 0; t < kDimTiles; ++t) {
-          uint32_t b[2];
-          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
-          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
-        }
-      }
-    }
-  }
-
-  if (a.pdl_trigger > 0.0f) pdl_launch_dependents();  // (a no-op where the loop did)
-  if constexpr (kChains == 2)
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
-  // This CTA's unnormalized output: o_acc[0][t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
-  if (gid < group)
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) {
-      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
-      partial[gid * kHeadDim + col] = o_acc[0][t][0];
-      partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
-    }
+  const attention_mma::Smem sm{ring, q_s, new_kv, partial, stat_max, stat_sum, scores, p_s};
+  attention_mma::attend_keys<kHeadDim, kThreads, kStages, kChains, kLean>(
+      sm, k_rows, v_rows, row_stride, n_keys, new_key, group, keys_cap, a.scale, a.pdl_trigger, [&] {
+        qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, token, kv_head, group, position, slot,
+                                                              new_key >= 0, q_s, new_kv);
+      });
   bf16* out = a.out + (int64_t(token) * p.q_heads + int64_t(kv_head) * group) * kHeadDim;  // (group, kHeadDim)
-  cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
   if constexpr (kMerge > 0) {
     int* counter = reinterpret_cast<int*>(a.workspace) + int64_t(token) * p.kv_heads + kv_head;
     float* partials = a.workspace + flash_decode::kMaxTokens * p.q_heads +

@@ -98,7 +98,8 @@ void register_bench(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
-    std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers;
+    std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
+    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
@@ -131,6 +132,14 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--decode-layers", o->decode_layers,
                   "Override the one-launch batch-1 layer stack (decode_layers op) version, or off");
+  cmd->add_option("--attention-o", o->attention_o,
+                  "Override the batch-1 attention + o projection launch (qkv_attention_o op) version, or off");
+  cmd->add_option("--attention-o-keys-per-split", o->attention_o_keys_per_split,
+                  "Tuning: keys per split of --attention-o (0: the version's default)")
+      ->check(CLI::Range(0, 2048));
+  cmd->add_option("--attention-o-smem-kb", o->attention_o_smem_kb,
+                  "Tuning: KB of shared memory a CTA of --attention-o takes (0: the version's default)")
+      ->check(CLI::Range(0, 227));
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -160,6 +169,9 @@ void register_bench(CLI::App& app) {
     if (o->attention_prefetch_mb) options.attention_l2_prefetch_bytes = *o->attention_prefetch_mb << 20;
     if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
     if (!o->decode_layers.empty()) options.decode_layers = o->decode_layers;
+    if (!o->attention_o.empty()) options.decode_attention_o = o->attention_o;
+    options.attention_o_keys_per_split = o->attention_o_keys_per_split;
+    options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -256,6 +268,9 @@ void register_bench(CLI::App& app) {
     j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
     j["decode_layers"] = options.decode_layers;
+    j["attention_o"] = options.decode_attention_o;
+    if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
+    if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

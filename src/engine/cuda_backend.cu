@@ -40,12 +40,14 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "cublas") {
     o.cublas_gemm = true;
     o.decode_layers = "off";
+    o.decode_attention_o = "off";
     o.fused_swiglu = false;  // the baseline keeps every GEMM in cuBLAS
     o.fold_norms = false;
     return o;
   }
   if (name == "fast-v1") {
     o.decode_layers = "off";
+    o.decode_attention_o = "off";
     o.decode_gemm = "v2_gemv_stream";
     o.decode_gemm_batched = "v2_gemv_stream";
     o.decode_gemm_batched_large = "v2_gemv_stream";
@@ -60,6 +62,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   }
   if (name == "v0") {
     o.decode_layers = "off";
+    o.decode_attention_o = "off";
     o.decode_gemm = "v0_gemm_naive";
     o.decode_gemm_batched = "v0_gemm_naive";
     o.decode_gemm_batched_large = "v0_gemm_naive";
@@ -217,6 +220,8 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::AttentionArgs>* prefill_attention = nullptr;
   const KernelVersion<kernels::QkvAttentionArgs>* decode_qkv_attention = nullptr;  // nullptr: off
   const KernelVersion<kernels::DecodeLayersArgs>* decode_layers = nullptr;  // nullptr: off
+  const KernelVersion<kernels::QkvAttentionOArgs>* attention_o = nullptr;    // nullptr: off
+  DeviceBuffer attention_o_workspace;  // qkv_attention_o_workspace_floats() floats, its counters zeroed once
   DeviceBuffer decode_layer_table;      // (layers) kernels::DecodeLayerWeights
   DeviceBuffer decode_layers_workspace;  // decode_layers_workspace_floats() floats
   DeviceBuffer decode_layers_sync;       // decode_layers_sync_words() words, zeroed once (launches leave them 0)
@@ -318,6 +323,8 @@ void CudaEngine::init() {
   m.norm_gemv = &kernels::find_version(kernels::norm_gemv_versions(), options_.norm_gemv);
   m.residual_gemv = &kernels::find_version(kernels::gemv_residual_versions(), options_.residual_gemv);
   m.norm_gate_up = &kernels::find_version(kernels::norm_gate_up_swiglu_versions(), options_.norm_gate_up);
+  if (options_.decode_attention_o != "off")
+    m.attention_o = &kernels::find_version(kernels::qkv_attention_o_versions(), options_.decode_attention_o);
   if (options_.decode_layers != "off")
     m.decode_layers = &kernels::find_version(kernels::decode_layers_versions(), options_.decode_layers);
   if (options_.decode_qkv_attention != "off")
@@ -375,6 +382,13 @@ void CudaEngine::init() {
       DeviceBuffer(size_t(kernels::attention_workspace_floats(B, c.num_heads, c.head_dim, context_)) * 4);
   CUDA_CHECK(cudaMemset(m.attention_workspace.as<void>(), 0, m.attention_workspace.bytes()));  // merge counters
   m.norm_partials = DeviceBuffer(size_t(B * kernels::kMaxNormPartials) * sizeof(float));
+  if (m.attention_o) {
+    m.attention_o_workspace = DeviceBuffer(size_t(kernels::qkv_attention_o_workspace_floats(
+                                               c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim)) *
+                                           sizeof(float));
+    CUDA_CHECK(cudaMemset(m.attention_o_workspace.as<void>(), 0,
+                          size_t(kernels::qkv_attention_o_counter_bytes(c.hidden_size, c.num_kv_heads))));
+  }
   if (m.decode_layers) {
     std::vector<kernels::DecodeLayerWeights> table;
     for (const LayerDevice& L : m.layers)
@@ -601,19 +615,22 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   };
   // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
   // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
+  const auto qkv_attention_args = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
+    const int64_t o_bytes = H * QD * int64_t(sizeof(bf16));
+    return kernels::QkvAttentionArgs{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
+                                      m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads,
+                                      c.num_kv_heads, D, context},
+                                     attn,
+                                     max_position,
+                                     1.0f / std::sqrt(float(D)),
+                                     m.attention_workspace.as<float>(),
+                                     L.wo,
+                                     std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16,
+                                     trigger("qkv_attention")};
+  };
   const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
     if (!decode || !o.fused || !m.decode_qkv_attention) return false;
-    const int64_t o_bytes = H * QD * int64_t(sizeof(bf16));
-    const kernels::QkvAttentionArgs a{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
-                                       m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads,
-                                       c.num_kv_heads, D, context},
-                                      attn,
-                                      max_position,
-                                      1.0f / std::sqrt(float(D)),
-                                      m.attention_workspace.as<float>(),
-                                      L.wo,
-                                      std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16,
-                                      trigger("qkv_attention")};
+    const kernels::QkvAttentionArgs a = qkv_attention_args(L, k_cache, v_cache);
     if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
     if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
     m.count("qkv_attention", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
@@ -662,6 +679,27 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         return;
       }
     }
+    // The attention and the o projection in one launch where chosen and supported; returns false where the caller
+    // runs them as two.
+    const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
+                                       int64_t& partial_count) {
+      if (!m.attention_o) return false;
+      const kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
+                                         L.wo,
+                                         h,
+                                         norm_partials,
+                                         H,
+                                         m.attention_o_workspace.as<float>(),
+                                         o.attention_o_keys_per_split,
+                                         o.attention_o_smem_bytes};
+      if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
+      if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
+      m.count("qkv_attention_o", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
+                                     2.0 * double(2 * KVD * max_position * rows) +
+                                     2.0 * double(H * QD + 2 * rows * H));
+      partial_count = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+      return true;
+    };
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
@@ -671,7 +709,9 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                         {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H,
                          trigger("gemm_qkv_norm")});
       m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
-      if (!fused_attention(L, k_cache, v_cache)) {
+      // true: the attention and the o projection ran as one launch
+      const bool attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count);
+      if (!attention_o_ran && !fused_attention(L, k_cache, v_cache)) {
         if (kept("qk_norm_rope_cache"))
           kernels::qk_norm_rope_cache_versions()[0].launch(
               {m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
@@ -683,9 +723,11 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         if (kept("attention")) attention->launch(attention_args, s);
         m.count("attention", 2.0 * double(2 * KVD * (max_position + 1) * rows), attention->kernels_per_launch);
       }
-      if (kept("gemm_o_residual"))
-        partial_count = residual({attn, L.wo, h, partials, rows, H, QD, trigger("gemm_o_residual")});
-      m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
+      if (!attention_o_ran) {
+        if (kept("gemm_o_residual"))
+          partial_count = residual({attn, L.wo, h, partials, rows, H, QD, trigger("gemm_o_residual")});
+        m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
+      }
       if (kept("gemm_gate_up_swiglu_norm"))
         launch_or_first(m.norm_gate_up, kernels::norm_gate_up_swiglu_versions(),
                         {h, partials, partial_count, L.post_norm, eps, L.w_gate_up, act, rows, I, H,

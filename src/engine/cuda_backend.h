@@ -53,6 +53,13 @@ struct EngineOptions {
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
   // version beats the chain (ITERATIONS.md, session 4).
   std::string decode_layers = "off";
+  // The batch-1 fused attention and the o projection with its residual add in one launch (kernels/registry.h
+  // qkv_attention_o_versions), or "off": qkv_attention then the residual GEMV. Used in the folded-norm chain where
+  // the version supports the shape and device (sm_90).
+  std::string decode_attention_o = "off";
+  // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
+  int32_t attention_o_keys_per_split = 0;
+  int32_t attention_o_smem_bytes = 0;
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)

@@ -58,11 +58,12 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   const auto dir = kGoldenDir / GetParam().golden_case;
   const auto expected = nlohmann::json::parse(read_text_file(dir / "expected.json", 512u << 20));
   auto checkpoint = Checkpoint::open(dir);
-  // "persistent": the fast path with the one-launch decode layer stack (where the device supports it; elsewhere
-  // the same as fast).
-  const bool persistent = GetParam().path == "persistent";
-  EngineOptions options = EngineOptions::preset(persistent ? "fast" : GetParam().path);
+  // "persistent": the fast path with the one-launch decode layer stack; "attention_o": with the attention and the
+  // o projection in one launch (each where the device supports it; elsewhere the same as fast).
+  const bool persistent = GetParam().path == "persistent", attention_o = GetParam().path == "attention_o";
+  EngineOptions options = EngineOptions::preset(persistent || attention_o ? "fast" : GetParam().path);
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
+  if (attention_o) options.decode_attention_o = "v1_qkv_attention_o";
   options.context = 512;
   CudaEngine engine(*checkpoint, options);
   CpuBackend cpu(*checkpoint);
@@ -122,7 +123,7 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& name : golden_cases())
-    for (const char* path : {"fast", "v0", "cublas", "persistent"}) p.push_back({name, path});
+    for (const char* path : {"fast", "v0", "cublas", "persistent", "attention_o"}) p.push_back({name, path});
   return p;
 }
 

@@ -1001,7 +1001,12 @@ struct QkvAttentionCase {
 // The reference is the unfused chain: rmsnorm + rope of q and of the new k (tests/gpu/reference.h), k and v into
 // the cache at (slot, position), then attention over keys [0, position]. Checked: the output (attention bounds),
 // the new cache rows (k within the QK-norm/RoPE bound, v exact) and every other cache row untouched.
-void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c) {
+double bf16_ulp(double v);  // (below, with the residual GEMV tests)
+
+// With o_runner (batch 1 only), the qkv_attention_o op runs instead of runner's: its attention output is checked
+// the same way, and its residual against that output times a random o projection (hidden o_hidden).
+void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
+                            VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1106,6 +1111,91 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
       }
     expect_ok(check, run_label);
   };
+  const auto check_attention = [&](const std::string& run_label) {
+    const auto got = out_d.download();
+    Check check("out");
+    for (size_t i = 0; i < got.size(); ++i)
+      check.near(int64_t(i), got[i], exact[i],
+                 kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
+    expect_ok(check, run_label, kAttnFrobenius);
+    check_cache_rows(k_d.download(), want_k, &k_bound, "k_cache", run_label);
+    check_cache_rows(v_d.download(), want_v, nullptr, "v_cache", run_label);
+    return got;
+  };
+  if (o_runner) {
+    // residual = bf16(residual + bf16(out · w_oᵀ)) checked against the kernel's own attention output (itself
+    // checked above), as GemvResidualMatchesReference checks a residual GEMV; Σ partials against Σ residual²; the
+    // workspace counters zero again after every launch.
+    const int64_t H = o_hidden, QD = c.q_heads * D;
+    const auto w_o = random_bf16(size_t(H * QD), ref::mix_seed(seed, 7), -0.05f, 0.05f);
+    const auto residual_in = random_bf16(size_t(H), ref::mix_seed(seed, 8), -4.0f, 4.0f);
+    const auto w_o_d = to_device(w_o);
+    DeviceArray<uint16_t> residual_d(residual_in.size());
+    DeviceArray<float> partials_d(size_t(kernels::kMaxNormPartials));
+    const int64_t o_floats = kernels::qkv_attention_o_workspace_floats(H, c.q_heads, c.kv_heads, D);
+    const int64_t counter_bytes = kernels::qkv_attention_o_counter_bytes(H, c.kv_heads);
+    DeviceArray<float> o_workspace_d{size_t(o_floats)};
+    CUDA_OK(cudaMemset(o_workspace_d.get(), 0, size_t(counter_bytes)));  // zeroed once, as the engine does
+    kernels::QkvAttentionOArgs o_args{args, as_bf16(w_o_d), as_bf16(residual_d), partials_d.get(), H,
+                                      o_workspace_d.get()};
+    o_args.attention.workspace = nullptr;  // the op brings its own
+    o_runner->run(
+        label + " +o hidden=" + str(H), o_args,
+        [&] {
+          k_d.upload(k_cache);
+          v_d.upload(v_cache);
+          out_d.poison();
+          q_scratch_d.poison();
+          residual_d.upload(residual_in);
+          partials_d.poison();
+          // Partials NaN, the counters as the last launch left them (zero, or the test below fails).
+          CUDA_OK(cudaMemsetAsync(reinterpret_cast<char*>(o_workspace_d.get()) + counter_bytes, 0xFF,
+                                  size_t(o_floats * 4 - counter_bytes), test_stream()));
+        },
+        [&](const std::string& run_label) {
+          const auto attn = check_attention(run_label);
+          const auto got = residual_d.download();
+          Check check("residual");
+          for (int64_t i = 0; i < H; ++i) {
+            double dot = 0, abs_sum = 0;
+            for (int64_t j = 0; j < QD; ++j) {
+              const double term = double(ref::to_float(w_o[size_t(i * QD + j)])) * ref::to_float(attn[size_t(j)]);
+              dot += term;
+              abs_sum += std::fabs(term);
+            }
+            const double dot_bound = kGemmRelTol * std::fabs(dot) + kGemmAccumTol * abs_sum;
+            const double want = double(ref::to_float(residual_in[size_t(i)])) + dot;
+            check.near(i, got[size_t(i)], want, dot_bound + bf16_ulp(std::fabs(want) + dot_bound));
+          }
+          expect_ok(check, run_label);
+          const int64_t count = kernels::qkv_attention_o_partials(H, c.kv_heads);
+          const auto partials = partials_d.download();
+          double want_sq = 0, sum = 0;
+          for (int64_t j = 0; j < H; ++j) want_sq += double(ref::to_float(got[size_t(j)])) * ref::to_float(got[size_t(j)]);
+          int64_t bad = 0, stray = 0;
+          for (int64_t b = 0; b < kernels::kMaxNormPartials; ++b) {
+            const float p = partials[size_t(b)];
+            uint32_t bits = 0;
+            std::memcpy(&bits, &p, sizeof bits);
+            if (b >= count) {
+              stray += bits != 0xFFFFFFFFu;
+            } else if (!std::isfinite(p) || p < 0) {
+              ++bad;
+            } else {
+              sum += p;
+            }
+          }
+          EXPECT_EQ(bad, 0) << run_label << " | " << bad << " of the first " << count << " partials bad";
+          EXPECT_EQ(stray, 0) << run_label << " | " << stray << " partials written past the count " << count;
+          EXPECT_NEAR(sum, want_sq, 1e-5 * want_sq) << run_label << " | Σ partials vs Σ residual²";
+          std::vector<uint32_t> counters(size_t(counter_bytes / 4));
+          CUDA_OK(cudaMemcpy(counters.data(), o_workspace_d.get(), size_t(counter_bytes), cudaMemcpyDeviceToHost));
+          EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), int64_t(counters.size()))
+              << run_label << " | workspace counters not left zero";
+        },
+        c.required, {produced(qkv_d), produced(positions_d), produced(residual_d)});
+    return;
+  }
   runner.run(
       label, args,
       [&] {
@@ -1118,16 +1208,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
             std::min(workspace_floats * 4, kernels::attention_workspace_counter_bytes(c.q_heads));
         CUDA_OK(cudaMemsetAsync(workspace_d.get(), 0, size_t(counter_bytes), test_stream()));
       },
-      [&](const std::string& run_label) {
-        const auto got = out_d.download();
-        Check check("out");
-        for (size_t i = 0; i < got.size(); ++i)
-          check.near(int64_t(i), got[i], exact[i],
-                     kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
-        expect_ok(check, run_label, kAttnFrobenius);
-        check_cache_rows(k_d.download(), want_k, &k_bound, "k_cache", run_label);
-        check_cache_rows(v_d.download(), want_v, nullptr, "v_cache", run_label);
-      },
+      [&](const std::string& run_label) { check_attention(run_label); },
       c.required, {produced(qkv_d), produced(positions_d), produced(slots_d)});
 }
 
@@ -1153,6 +1234,27 @@ TEST_F(GpuTest, QkvAttentionDecode) {
       {"gqa=4 head_dim=64", 16, 4, 64, {0, 129, 1024}, {0, 1, 2}, 3, 1100, false, -1, true},
   };
   for (const QkvAttentionCase& c : cases) run_qkv_attention_case(runner, c);
+}
+
+TEST_F(GpuTest, QkvAttentionODecode) {
+  VersionRunner<kernels::QkvAttentionArgs> unused(kernels::qkv_attention_versions());
+  VersionRunner<kernels::QkvAttentionOArgs> runner(kernels::qkv_attention_o_versions());
+  // Batch 1: contexts around the 64-key splits (1, 2, 3 splits, every row block a split, 8192 at 512 keys a split),
+  // a loose bucket, the new key dominating, other GQA shapes and a hidden size that leaves a short last row block.
+  const std::vector<QkvAttentionCase> cases = {
+      {"ctx=1", kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 1100, true},
+      {"ctx=65", kQHeads, kKvHeads, kHeadDim, {64}, {}, 1, 1100, true},
+      {"ctx=129", kQHeads, kKvHeads, kHeadDim, {128}, {}, 1, 1100, true},
+      {"ctx=1000 slot 2", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
+      {"ctx=8192", kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192, true},
+      {"ctx=3 loose max_position", kQHeads, kKvHeads, kHeadDim, {2}, {}, 1, 4100, true, 4000},
+      {"new key dominates ctx=200", kQHeads, kKvHeads, kHeadDim, {199}, {}, 1, 1100, true, -1, true},
+      {"gqa=1", 8, 8, 128, {999}, {1}, 2, 1100},
+      {"gqa=8 (qwen3-32b)", 64, 8, 128, {300}, {}, 1, 1100},
+      {"gqa=2 head_dim=64 (qwen3-0.6b-like)", 16, 8, 64, {1500}, {}, 1, 2100},
+  };
+  for (const QkvAttentionCase& c : cases) run_qkv_attention_case(unused, c, &runner, kHidden);
+  run_qkv_attention_case(unused, {"hidden=1000", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100}, &runner, 1000);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------

@@ -1,0 +1,219 @@
+// The tensor-core attention over one CTA's keys, shared by v2_qkv_attention_mma (and its v3-v12 variants) and
+// v1_qkv_attention_o: for the GQA group of one kv head, S = Q Kᵀ and O = P V with mma.sync m16n8k16 over K/V tiles
+// streamed through a cp.async ring, leaving the CTA's unnormalized output and softmax statistics in shared memory
+// for whichever merge the caller runs. The layout and the reasons for it are in v2_qkv_attention_mma.cu's header.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels::attention_mma {
+
+constexpr int kTileKeys = 64;  // one n-tile of 8 keys per warp in q·Kᵀ
+constexpr int kMaxGroup = 8;   // q heads per kv head: rows 0..7 of the m16n8k16 A operand
+
+// ldmatrix .trans, two 8x8 b16 matrices: lanes 0-15 give the row addresses (rows of matrix i/8).
+[[maybe_unused]] __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem_row_ptr) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem_row_ptr));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
+
+// Element offset of (key, chunk) in a swizzled (kTileKeys, kHeadDim) tile: 16-byte chunk c of key k at c ^ (k%8).
+template <int kHeadDim>
+__device__ __forceinline__ int swizzled(int key, int chunk) {
+  return key * kHeadDim + ((chunk ^ (key & 7)) * 8);
+}
+
+// Bytes of the shared-memory pieces below, for callers laying out their own dynamic shared memory.
+template <int kHeadDim>
+constexpr size_t tile_bytes() { return size_t(kTileKeys) * kHeadDim * 2; }
+constexpr int p_stride(int keys_cap) { return keys_cap + 8; }  // bf16 P rows, padded so 8 rows hit disjoint banks
+
+// The caller's shared memory for one CTA's keys.
+struct Smem {
+  bf16* ring;       // kStages x (kTileKeys, kHeadDim) bf16, swizzled
+  bf16* q_s;        // (group, kHeadDim) bf16: QK-normed, RoPE'd q, written by the caller's prepare()
+  bf16* new_kv;     // (2, kHeadDim) bf16: the new key and value (prepare(), where this CTA owns the new key)
+  float* partial;   // (group, kHeadDim): on return, the unnormalized output
+  float* stat_max;  // (group): on return, the max score per q head (-FLT_MAX for a CTA without keys)
+  float* stat_sum;  // (group): on return, Σ bf16(exp(score - max)) per q head
+  float* scores;    // (group, keys_cap) scratch
+  bf16* p_s;        // (group, p_stride(keys_cap)) scratch
+};
+
+// Keys [0, n_keys) of k_rows / v_rows (row_stride elements apart; local key new_key, if >= 0, is taken from
+// sm.new_kv instead of memory) against the group's q heads. `prepare()` runs after the first kStages - 1 tiles are
+// issued and must leave sm.q_s (and sm.new_kv for the owner) written; a barrier follows it. The next kernel's launch
+// is triggered once a fraction pdl_trigger of the tiles is consumed (pdl_trigger <= 0: never here; the caller did).
+// kLean: each thread's tile-load offsets computed once (v10); kChains: accumulator chains per product (v8).
+// PRECOND: blockDim.x == kThreads; group <= kMaxGroup; n_keys <= keys_cap, keys_cap a multiple of kTileKeys; every
+// thread calls it; cp.async groups committed by the caller before the call are complete or harmless to wait on.
+template <int kHeadDim, int kThreads, int kStages, int kChains, bool kLean, class Prepare>
+__device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, const bf16* v_rows,
+                                            int64_t row_stride, int n_keys, int new_key, int group, int keys_cap,
+                                            float scale, float pdl_trigger, Prepare&& prepare) {
+  constexpr int kWarps = kThreads / kWarpSize;
+  constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per K/V row
+  constexpr int kKSteps = kHeadDim / 16;            // q·Kᵀ reduction steps
+  constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
+  constexpr int kTileElems = kTileKeys * kHeadDim;
+  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
+  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
+  const int p_row = p_stride(keys_cap);  // bf16 elements between P rows
+
+  // kLean's per-thread constants: chunk `piece` of keys key_base + j * kKeyStep (kKeyStep % 8 == 0: same swizzle).
+  constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
+  static_assert(kThreads % kChunks == 0 && kKeyStep % 8 == 0 && kTileKeys % kKeyStep == 0, "lean tile loads");
+  const int piece = threadIdx.x % kChunks, key_base = threadIdx.x / kChunks;
+  const int smem_base = swizzled<kHeadDim>(key_base, piece);
+  const int64_t gmem_base = int64_t(key_base) * row_stride + piece * 8;
+
+  // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
+  auto issue = [&](int i) {
+    if (i < 2 * tiles) {
+      const bool is_v = i >= tiles;
+      const int first = (is_v ? i - tiles : i) * kTileKeys;
+      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (also the dummy of skipped loads)
+      bf16* dst = sm.ring + (i % kStages) * kTileElems;
+      if constexpr (kLean) {
+        const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in this thread's keys
+#pragma unroll
+        for (int j = 0; j < kLoadsPerThread; ++j) {
+          const bool load = j * kKeyStep < end && j * kKeyStep != skip;
+          cp_async_16B_zfill(dst + smem_base + j * kKeyStep * kHeadDim,
+                             load ? src + gmem_base + int64_t(j * kKeyStep) * row_stride : src, load ? 16 : 0);
+        }
+      } else {
+        for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+          const int key = c / kChunks, piece = c % kChunks;
+          const bool load = first + key < n_keys && first + key != new_key;
+          cp_async_16B_zfill(dst + swizzled<kHeadDim>(key, piece),
+                             load ? src + int64_t(key) * row_stride + piece * 8 : src, load ? 16 : 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+
+  prepare();
+  if (n_keys == 0 && threadIdx.x < group) {  // an empty CTA (tiny context): weight 0 in the merge
+    sm.stat_max[threadIdx.x] = -FLT_MAX;
+    sm.stat_sum[threadIdx.x] = 0.0f;
+  }
+  __syncthreads();
+
+  // Q as the A operand of every q·Kᵀ step: row gid = q head gid (zero past the group), rows 8-15 zero.
+  uint32_t q_frag[kKSteps][2];
+#pragma unroll
+  for (int s = 0; s < kKSteps; ++s) {
+    const bool valid = gid < group;
+    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
+    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
+  }
+  static_assert(kChains == 1 || kChains == 2, "one or two accumulator chains");
+  float o_acc[kChains][kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles), per chain
+
+  const int trigger_tile = pdl_trigger > 0.0f ? int(pdl_trigger * float(2 * tiles)) : -1;
+  for (int i = 0; i < 2 * tiles; ++i) {
+    if (i == trigger_tile) pdl_launch_dependents();
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i is in for every thread, and every thread is done with tile i - 1's slot
+    issue(i + kStages - 1);
+    bf16* tile = sm.ring + (i % kStages) * kTileElems;
+    const bool is_v = i >= tiles;
+    const int first = (is_v ? i - tiles : i) * kTileKeys;
+    if (new_key >= first && new_key < first + kTileKeys) {  // the new row goes into its tile (CTA-uniform)
+      const int key = new_key - first;
+      for (int piece = threadIdx.x; piece < kChunks; piece += kThreads)
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, piece)) =
+            *reinterpret_cast<const uint4*>(sm.new_kv + (is_v ? kHeadDim : 0) + piece * 8);
+      __syncthreads();
+    }
+    if (!is_v) {  // S[g][key] for this warp's 8 keys: 8 rows x 8 keys x head_dim
+      float s_acc[kChains][4] = {};
+      const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
+#pragma unroll
+      for (int s = 0; s < kKSteps; s += 2) {
+        uint32_t b[4];  // chunks 2s, 2s+1 (step s) and 2s+2, 2s+3 (step s+1) of the 8 keys
+        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
+        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
+        mma_bf16_16816(s_acc[0], a0, b0);
+        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
+      }
+      if constexpr (kChains == 2)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+      const int local = first + warp * 8 + tig * 2;  // s_acc[0][0..1]: q head gid, keys local, local + 1
+      if (gid < group) {
+        if (local < n_keys) sm.scores[gid * keys_cap + local] = s_acc[0][0] * scale;
+        if (local + 1 < n_keys) sm.scores[gid * keys_cap + local + 1] = s_acc[0][1] * scale;
+      }
+    } else {
+      if (i == tiles) {  // every score is in (the barrier above): P = bf16(exp(s - max)) per q head
+        for (int g = warp; g < group; g += kWarps) {
+          float m = -FLT_MAX;
+          for (int key = lane; key < n_keys; key += kWarpSize) m = fmaxf(m, sm.scores[g * keys_cap + key]);
+          m = warp_max(m);
+          float sum = 0.0f;
+          for (int key = lane; key < tiles * kTileKeys; key += kWarpSize) {
+            const bf16 e = __float2bfloat16_rn(key < n_keys ? expf(sm.scores[g * keys_cap + key] - m) : 0.0f);
+            sm.p_s[g * p_row + key] = e;
+            sum += __bfloat162float(e);
+          }
+          sum = warp_sum(sum);
+          if (lane == 0) {
+            sm.stat_max[g] = m;
+            sm.stat_sum[g] = sum;
+          }
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int j = 0; j < kTileKeys / 16; ++j) {  // 16 keys per step
+        const int kb = first + 16 * j;
+        const bool valid = gid < group;
+        const uint32_t pa[4] = {
+            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + tig * 2) : 0u, 0u,
+            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + 8 + tig * 2) : 0u, 0u};
+        const int key = 16 * j + lane % 16;  // lanes 0-15: rows of the two 8x8 matrices (keys +0..7, +8..15)
+#pragma unroll
+        for (int t = 0; t < kDimTiles; ++t) {
+          uint32_t b[2];
+          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
+          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
+        }
+      }
+    }
+  }
+
+  if (pdl_trigger > 0.0f) pdl_launch_dependents();  // (a no-op where the loop did)
+  if constexpr (kChains == 2)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
+  // This CTA's unnormalized output: o_acc[0][t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
+  if (gid < group)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
+      sm.partial[gid * kHeadDim + col] = o_acc[0][t][0];
+      sm.partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
+    }
+
+  cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
+}
+
+}  // namespace qwen3::kernels::attention_mma
