@@ -157,7 +157,13 @@ struct QkvAttentionOArgs {
                                // time per workspace
   int32_t keys_per_split = 0;  // tuning: the fewest keys a CTA's split gets before more CTAs share them (0: default)
   int32_t smem_bytes = 0;      // tuning: the dynamic shared memory a CTA takes, most of it staged w_o rows (0: default)
+  int32_t l2_prefetch_rows = -1;  // tuning: rows past the staged ones a CTA prefetches into L2 at its start
+                                  // (-1: the version's default)
+  // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
+  // reached each point (v1: QkvAttentionOTraceEvent in its source).
+  uint64_t* trace = nullptr;
 };
+constexpr int kQkvAttentionOTraceEvents = 8;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
 int64_t qkv_attention_o_partials(int64_t hidden, int64_t kv_heads);
 int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_t kv_heads, int64_t head_dim);

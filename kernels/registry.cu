@@ -77,6 +77,8 @@ void launch_qkv_attention_v12(const QkvAttentionArgs&, cudaStream_t);
 bool qkv_attention_v12_supports(const QkvAttentionArgs&);
 void launch_qkv_attention_o_v1(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v1_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v2(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v2_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -241,6 +243,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                              "streams its rows of w_o into shared memory (TMA) while the attention runs, splits "
                              "merged through the workspace (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v1, qkv_attention_o_v1_supports},
+      {"v2_qkv_attention_o_head_merge", "v1 where the last split of each kv head merges it and every CTA reads the "
+                                        "bf16 attention output instead of every split's partials "
+                                        "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v2, qkv_attention_o_v2_supports},
   };
   return v;
 }

@@ -7,7 +7,9 @@ set -u
 BIN=${1:-build/h200/bin}
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
-S="--synthetic qwen3-8b --path fast --gen 256 --repeat 1 --json ${BENCH_FLAGS:-}"
+# The chain's sites (the attention and the o GEMV as two launches): --attention-o off. With the default one-launch
+# attention + o (qkv_attention_o) the site to skip for both is qkv_attention_o.
+S="--synthetic qwen3-8b --path fast --gen 256 --repeat 1 --json --attention-o off ${BENCH_FLAGS:-}"
 run() {  # prompt_len skip-list
   local skip=${2:+--skip $2}
   timeout 120 "$BIN/qwen3" bench $S --prompt-len "$1" $skip >> "$OUT/ablation.jsonl" 2>> "$OUT/ablation.err" ||

@@ -39,28 +39,38 @@ S="--synthetic qwen3-8b"
 if [ "${FINAL_ONLY:-0}" = 1 ]; then
   # The ladder at context 128 (each row one change: sessions 2 and 3), then the final path at other shapes beside
   # session 2's attention (v2) and the unfused pair.
-  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
-  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v1_qkv_attention_cluster --norm-gemv v8_gemv_norm
-  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v2_qkv_attention_mma --norm-gemv v8_gemv_norm
-  bench $S --path fast --prompt-len 128 --gen 256 --norm-gemv v10_gemv_norm_wave --qkv-attention v2_qkv_attention_mma
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm --attention-o off
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v1_qkv_attention_cluster --norm-gemv v8_gemv_norm --attention-o off
+  bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention v2_qkv_attention_mma --norm-gemv v8_gemv_norm --attention-o off
+  bench $S --path fast --prompt-len 128 --gen 256 --norm-gemv v10_gemv_norm_wave --qkv-attention v2_qkv_attention_mma --attention-o off
   bench $S --path fast --prompt-len 128 --gen 256 --profile
   bench $S --path fast --prompt-len 1024 --gen 256
-  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention v2_qkv_attention_mma
-  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm
+  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention v2_qkv_attention_mma --attention-o off
+  bench $S --path fast --prompt-len 1024 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm --attention-o off
   bench $S --path fast --prompt-len 8192 --gen 128 --profile
-  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention v2_qkv_attention_mma
-  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention off --norm-gemv v8_gemv_norm
+  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention v2_qkv_attention_mma --attention-o off
+  bench $S --path fast --prompt-len 8192 --gen 128 --qkv-attention off --norm-gemv v8_gemv_norm --attention-o off
   for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
   bench $S --path fast --prompt-len 512 --gen 8
   bench $S --path fast --prompt-len 2048 --gen 8
   bench $S --path cublas --prompt-len 128 --gen 256
   bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
   # Session 4: every layer in one persistent kernel, beside the chain above (ladder rows 17-18).
-  bench $S --path fast --prompt-len 128 --gen 256 --decode-layers v1_decode_layers_persistent
-  bench $S --path fast --prompt-len 1024 --gen 256 --decode-layers v1_decode_layers_persistent
+  bench $S --path fast --prompt-len 128 --gen 256 --decode-layers v1_decode_layers_persistent --attention-o off
+  bench $S --path fast --prompt-len 1024 --gen 256 --decode-layers v1_decode_layers_persistent --attention-o off
   if [ -x "$BIN/decode_layers_trace" ]; then
     timeout 120 "$BIN/decode_layers_trace" --position 128 --bucket 256 --out "$OUT" | tee "$OUT/decode_layers_trace.txt"
   fi
+  # Session 5: the attention and the o projection in one launch (default v2) beside the chain and v1 (ladder rows
+  # 19-21), traced; and what the chain's pair costs (skipped).
+  for p in 128 1024 8192; do
+    g=256; [ $p = 8192 ] && g=128
+    bench $S --path fast --prompt-len $p --gen $g --attention-o off
+    bench $S --path fast --prompt-len $p --gen $g --attention-o v1_qkv_attention_o
+    bench $S --path fast --prompt-len $p --gen $g --attention-o-trace "$OUT/attention-o-trace-p$p.json"
+  done
+  bench $S --path fast --prompt-len 128 --gen 256 --attention-o off --skip qkv_attention,gemm_o_residual
+  python3 bench/attention_o_trace.py "$OUT"/attention-o-trace-p*.json | tee "$OUT/attention_o_trace.txt"
 else
 # Decode ladder at context 128 (rows in the order the versions were added; each changes one thing).
 bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1

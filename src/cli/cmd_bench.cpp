@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <map>
@@ -19,6 +20,7 @@
 #include "core/error.h"
 #ifdef QWEN3_HAVE_CUDA
 #include "engine/cuda_backend.h"
+#include "kernels/kernels.h"
 #endif
 
 namespace qwen3::cli {
@@ -99,7 +101,8 @@ void register_bench(CLI::App& app) {
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
-    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0;
+    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1;
+    std::string attention_o_trace;  // file for the last step's stamps
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
@@ -140,6 +143,12 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-smem-kb", o->attention_o_smem_kb,
                   "Tuning: KB of shared memory a CTA of --attention-o takes (0: the version's default)")
       ->check(CLI::Range(0, 227));
+  cmd->add_option("--attention-o-l2-rows", o->attention_o_l2_rows,
+                  "Tuning: w_o rows past the staged ones a CTA of --attention-o prefetches into L2 (-1: default)")
+      ->check(CLI::Range(-1, 1 << 20));
+  cmd->add_option("--attention-o-trace", o->attention_o_trace,
+                  "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
+                  "file (bench/attention_o_trace.py summarizes it)");
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -172,6 +181,8 @@ void register_bench(CLI::App& app) {
     if (!o->attention_o.empty()) options.decode_attention_o = o->attention_o;
     options.attention_o_keys_per_split = o->attention_o_keys_per_split;
     options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
+    options.attention_o_l2_prefetch_rows = o->attention_o_l2_rows;
+    options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -223,6 +234,18 @@ void register_bench(CLI::App& app) {
     if (o->warmup > 0) engine->decode(o->batch, o->warmup);
     double decode_ms = 0;
     engine->decode(o->batch, o->gen, &decode_ms);
+    if (!o->attention_o_trace.empty()) {
+      const auto stamps = engine->attention_o_trace();
+      if (stamps.empty()) throw InputError("--attention-o-trace: the step ran no traced attention_o launch");
+      nlohmann::json t;
+      t["layers"] = c.num_layers;
+      t["ctas"] = int64_t(stamps.size()) / (c.num_layers * kernels::kQkvAttentionOTraceEvents);
+      t["events"] = kernels::kQkvAttentionOTraceEvents;
+      t["prompt_len"] = o->prompt_len;
+      t["attention_o"] = options.decode_attention_o;
+      t["stamps_ns"] = stamps;
+      std::ofstream(o->attention_o_trace) << t.dump() << "\n";
+    }
 
     const double step_ms = decode_ms / double(o->gen);
     const double mean_context = double(o->prompt_len + o->warmup) + double(o->gen + 1) / 2.0;
@@ -271,6 +294,7 @@ void register_bench(CLI::App& app) {
     j["attention_o"] = options.decode_attention_o;
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
+    if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

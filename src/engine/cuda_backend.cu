@@ -222,6 +222,7 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::DecodeLayersArgs>* decode_layers = nullptr;  // nullptr: off
   const KernelVersion<kernels::QkvAttentionOArgs>* attention_o = nullptr;    // nullptr: off
   DeviceBuffer attention_o_workspace;  // qkv_attention_o_workspace_floats() floats, its counters zeroed once
+  DeviceBuffer attention_o_trace;      // (layers, CTAs, kQkvAttentionOTraceEvents) stamps, profiling only
   DeviceBuffer decode_layer_table;      // (layers) kernels::DecodeLayerWeights
   DeviceBuffer decode_layers_workspace;  // decode_layers_workspace_floats() floats
   DeviceBuffer decode_layers_sync;       // decode_layers_sync_words() words, zeroed once (launches leave them 0)
@@ -388,6 +389,13 @@ void CudaEngine::init() {
                                            sizeof(float));
     CUDA_CHECK(cudaMemset(m.attention_o_workspace.as<void>(), 0,
                           size_t(kernels::qkv_attention_o_counter_bytes(c.hidden_size, c.num_kv_heads))));
+    if (options_.attention_o_trace) {
+      m.attention_o_trace = DeviceBuffer(size_t(c.num_layers * kernels::qkv_attention_o_partials(c.hidden_size,
+                                                                                                 c.num_kv_heads) *
+                                                kernels::kQkvAttentionOTraceEvents) *
+                                         sizeof(uint64_t));
+      CUDA_CHECK(cudaMemset(m.attention_o_trace.as<void>(), 0, m.attention_o_trace.bytes()));
+    }
   }
   if (m.decode_layers) {
     std::vector<kernels::DecodeLayerWeights> table;
@@ -683,21 +691,26 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // runs them as two.
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
                                        int64_t& partial_count) {
-      if (!m.attention_o) return false;
-      const kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
-                                         L.wo,
-                                         h,
-                                         norm_partials,
-                                         H,
-                                         m.attention_o_workspace.as<float>(),
-                                         o.attention_o_keys_per_split,
-                                         o.attention_o_smem_bytes};
+      if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
+      const int64_t ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+      kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
+                                   L.wo,
+                                   h,
+                                   norm_partials,
+                                   H,
+                                   m.attention_o_workspace.as<float>(),
+                                   o.attention_o_keys_per_split,
+                                   o.attention_o_smem_bytes,
+                                   o.attention_o_l2_prefetch_rows};
+      if (o.attention_o_trace)
+        a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
+                                                          kernels::kQkvAttentionOTraceEvents;
       if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
       m.count("qkv_attention_o", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
                                      2.0 * double(2 * KVD * max_position * rows) +
                                      2.0 * double(H * QD + 2 * rows * H));
-      partial_count = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+      partial_count = ctas;
       return true;
     };
     for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -1174,6 +1187,14 @@ int32_t CudaEngine::forward_and_sample(std::span<const int32_t> tokens, Sampler&
 }
 
 int64_t CudaEngine::decode_weight_bytes() const { return impl_->decode_weight_bytes; }
+
+std::vector<uint64_t> CudaEngine::attention_o_trace() const {
+  std::vector<uint64_t> host(impl_->attention_o_trace.bytes() / sizeof(uint64_t));
+  CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  if (!host.empty())
+    CUDA_CHECK(cudaMemcpy(host.data(), impl_->attention_o_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
+  return host;
+}
 
 uint64_t CudaEngine::last_logits_hash(int64_t row) const {
   const int64_t V = config_.vocab_size;  // (a step in flight may update the logits: the hash is taken after it)

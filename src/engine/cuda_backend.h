@@ -55,11 +55,16 @@ struct EngineOptions {
   std::string decode_layers = "off";
   // The batch-1 fused attention and the o projection with its residual add in one launch (kernels/registry.h
   // qkv_attention_o_versions), or "off": qkv_attention then the residual GEMV. Used in the folded-norm chain where
-  // the version supports the shape and device (sm_90).
-  std::string decode_attention_o = "off";
+  // the version supports the shape and device (sm_90), and only while decode_qkv_attention is not "off". v2 (H200, Qwen3-8B, one lease): 4.328 vs 4.324 ms per step at
+  // context 128, 4.420 vs 4.435 at 1024, 4.728 vs 4.870 at 8192 (ITERATIONS.md session 5); v1 was slower.
+  std::string decode_attention_o = "v2_qkv_attention_o_head_merge";
   // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
   int32_t attention_o_keys_per_split = 0;
   int32_t attention_o_smem_bytes = 0;
+  int32_t attention_o_l2_prefetch_rows = -1;  // -1: the version's default
+  // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
+  // (attention_o_trace() returns the last step's stamps).
+  bool attention_o_trace = false;
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
@@ -128,6 +133,9 @@ class CudaEngine final : public Backend {
   // One decode step for slots [0, batch) run eagerly with an event after every launch: time per launch site.
   // Advances the slots like a normal step.
   std::vector<KernelTiming> profile_decode_step(int64_t batch);
+  // With EngineOptions::attention_o_trace: the last decode step's stamps, (layers, CTAs, kQkvAttentionOTraceEvents)
+  // with CTAs = kernels::qkv_attention_o_partials(); empty otherwise.
+  std::vector<uint64_t> attention_o_trace() const;
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
 

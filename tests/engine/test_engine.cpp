@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "engine/cuda_backend.h"
 #include "io/checkpoint.h"
+#include "kernels/registry.h"
 #include "model/cpu_backend.h"
 #include "model/generate.h"
 
@@ -63,7 +64,7 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   const bool persistent = GetParam().path == "persistent", attention_o = GetParam().path == "attention_o";
   EngineOptions options = EngineOptions::preset(persistent || attention_o ? "fast" : GetParam().path);
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
-  if (attention_o) options.decode_attention_o = "v1_qkv_attention_o";
+  if (attention_o) options.decode_attention_o = kernels::qkv_attention_o_versions().back().name;  // the newest
   options.context = 512;
   CudaEngine engine(*checkpoint, options);
   CpuBackend cpu(*checkpoint);
@@ -140,9 +141,10 @@ TEST(EngineBatch, SlotsAreIndependent) {
   options.max_batch = 4;
   options.context = 256;
   // Alone (batch 1) and together (batch 4) must run kernels with the same summation order for the tokens to be
-  // comparable bit for bit: the one-launch layer stack runs at batch 1 only, so it is off here (EngineGolden checks
-  // it against transformers).
+  // comparable bit for bit: the one-launch layer stack and the one-launch attention + o projection run at batch 1
+  // only, so they are off here (EngineGolden checks them against transformers).
   options.decode_layers = "off";
+  options.decode_attention_o = "off";
   CudaEngine engine(*checkpoint, options);
   SamplingParams greedy;
   greedy.temperature = 0;
