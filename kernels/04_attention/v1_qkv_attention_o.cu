@@ -52,7 +52,6 @@ constexpr size_t kStaticSmemSlack = 1024;  // the __shared__ variables of the ke
 // early behind it (PDL) no longer finds room for a CTA beside it, and the staged rows cannot make that up.
 constexpr size_t kDefaultSmem = 160 * 1024;
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;  // rows a warp multiplies together (independent FMA chains and shuffle trees)
-[[maybe_unused]] constexpr uint64_t kMaxPolls = uint64_t(1) << 24;
 
 // The grid: one CTA per SM, ceil(hidden / SMs) rows each (at least kv_heads CTAs, one per kv head's first split).
 struct Grid {
@@ -121,27 +120,12 @@ enum QkvAttentionOTraceEvent {
 };
 
 [[maybe_unused]] __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
-  if (trace != nullptr && threadIdx.x == 0) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-    trace[blockIdx.x * kQkvAttentionOTraceEvents + event] = t;
-  }
+  if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kQkvAttentionOTraceEvents + event] = global_timer_ns();
 }
 
-[[maybe_unused]] __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Thread 0 spins until *counter >= target, then the block goes on. A counter that never gets there is a bug (or a
-// grid that is not all resident): trap instead of hanging.
+// Thread 0 waits until *counter >= target (traps if it never gets there), then the block goes on.
 [[maybe_unused]] __device__ __forceinline__ void wait_for(const uint32_t* counter, uint32_t target) {
-  if (threadIdx.x == 0) {
-    uint64_t polls = 0;
-    while (load_acquire(counter) < target)
-      if (++polls > kMaxPolls) __trap();
-  }
+  if (threadIdx.x == 0) spin_until_at_least(counter, target);
   __syncthreads();
 }
 

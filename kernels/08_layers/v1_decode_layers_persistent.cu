@@ -106,12 +106,6 @@ enum DecodeLayersTraceEvent : int {
   kTraceAttnKeys,         // scores and P·V of the CTA's keys done (before the merges)
 };
 
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
-
 __device__ __forceinline__ void trace_value(const DecodeLayersArgs& a, int64_t layer, int event, uint64_t value) {
   if (a.trace) a.trace[(int64_t(blockIdx.x) * a.num_layers + layer) * kDecodeLayersTraceEvents + event] = value;
 }
@@ -122,21 +116,9 @@ __device__ __forceinline__ void trace_point(const DecodeLayersArgs& a, int64_t l
 
 __device__ __forceinline__ void consumer_sync() { named_barrier_sync(kConsumerBarrier, kConsumers); }
 
-__device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// Consumers: returns once *counter >= target (thread 0 spins, the others wait at the named barrier). A counter
-// that never gets there is a bug, not a state: trap after ~seconds instead of hanging the GPU.
+// Consumers: returns once *counter >= target (thread 0 spins, the others wait at the named barrier).
 [[maybe_unused]] __device__ __forceinline__ void wait_counter(const uint32_t* counter, uint32_t target) {
-  if (threadIdx.x == 0) {
-    uint64_t spins = 0;
-    while (load_acquire(counter) < target) {
-      if (++spins > (uint64_t(1) << 24)) __trap();
-    }
-  }
+  if (threadIdx.x == 0) spin_until_at_least(counter, target);
   consumer_sync();
 }
 

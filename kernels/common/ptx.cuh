@@ -41,6 +41,30 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes
 #endif
 }
 
+// ---- grid-wide counters between CTAs of one launch (the persistent layer stack, qkv_attention_o) -----------------
+// %globaltimer in ns: stamps comparable across SMs (kernels' profiling traces).
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Acquire load of a word another CTA updates after a __threadfence (a counter): what that CTA wrote before it is
+// visible to this thread after the load returns the new value.
+__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// The calling thread spins until *counter >= target. A counter that never gets there is a bug (or a grid that is
+// not all resident), not a state: trap after 2^24 polls (seconds) instead of hanging the GPU.
+__device__ __forceinline__ void spin_until_at_least(const uint32_t* counter, uint32_t target) {
+  uint64_t polls = 0;
+  while (load_acquire_gpu(counter) < target)
+    if (++polls > (uint64_t(1) << 24)) __trap();
+}
+
 // ---- TMA bulk copies and mbarriers (sm_90; every wrapper compiles to nothing below, where the kernels using them
 // are empty and their supports() is false). A bulk copy moves one contiguous span global -> shared without any
 // thread touching it: a single thread keeps tens of KB of weights in flight, so the loads start the moment a CTA

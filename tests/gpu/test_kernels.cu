@@ -786,6 +786,17 @@ struct AttentionCase {
 const int32_t kTileEdges[] = {0,   1,   15,  16,   31,   32,   63,   64,   127,  128, 255,
                               256, 511, 512, 1023, 1024, 2047, 2048, 4095, 4096, 8191};
 
+// A decode / prefill attention output against the reference: within the attention bounds of each element
+// (kAttnWeightedTol of Σ p |v|, kAttnResultTol of the value) and the Frobenius bound over the whole.
+void check_attention_out(const std::vector<uint16_t>& got, const std::vector<float>& exact,
+                         const std::vector<float>& weighted_abs, const std::string& run_label) {
+  Check check("out");
+  for (size_t i = 0; i < got.size(); ++i)
+    check.near(int64_t(i), got[i], exact[i],
+               kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
+  expect_ok(check, run_label, kAttnFrobenius);
+}
+
 void run_attention_case(VersionRunner<AttentionArgs>& runner, const AttentionCase& c) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim;
   const std::string label = "attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -869,14 +880,7 @@ void run_attention_case(VersionRunner<AttentionArgs>& runner, const AttentionCas
         out_d.poison();
         workspace_d.poison();  // NaN: partials must be written before they are read
       },
-      [&](const std::string& run_label) {
-        const auto got = out_d.download();
-        Check check("out");
-        for (size_t i = 0; i < got.size(); ++i)
-          check.near(int64_t(i), got[i], exact[i],
-                     kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
-        expect_ok(check, run_label, kAttnFrobenius);
-      },
+      [&](const std::string& run_label) { check_attention_out(out_d.download(), exact, weighted_abs, run_label); },
       c.required, {produced(q_d), produced(k_d), produced(v_d), produced(positions_d), produced(slots_d)});
 }
 
@@ -1113,11 +1117,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
   };
   const auto check_attention = [&](const std::string& run_label) {
     const auto got = out_d.download();
-    Check check("out");
-    for (size_t i = 0; i < got.size(); ++i)
-      check.near(int64_t(i), got[i], exact[i],
-                 kAttnWeightedTol * weighted_abs[i] + kAttnResultTol * std::fabs(exact[i]) + 1e-6);
-    expect_ok(check, run_label, kAttnFrobenius);
+    check_attention_out(got, exact, weighted_abs, run_label);
     check_cache_rows(k_d.download(), want_k, &k_bound, "k_cache", run_label);
     check_cache_rows(v_d.download(), want_v, nullptr, "v_cache", run_label);
     return got;
