@@ -159,6 +159,7 @@ struct QkvAttentionOArgs {
   int32_t smem_bytes = 0;      // tuning: the dynamic shared memory a CTA takes, most of it staged w_o rows (0: default)
   int32_t l2_prefetch_rows = -1;  // tuning: rows past the staged ones a CTA prefetches into L2 at its start
                                   // (-1: the version's default)
+  int32_t ring_stages = 0;        // tuning: K/V tiles in the attention's ring, 2, 4 or 8 (0: the version's choice)
   // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (v1: QkvAttentionOTraceEvent in its source).
   uint64_t* trace = nullptr;

@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 struct Plan {
   Grid grid;
-  int max_splits, keys_per_split, keys_cap;
+  int max_splits, keys_per_split, keys_cap, stages;
   size_t smem_budget;
 };
 
@@ -395,14 +395,14 @@ Plan plan_for(const QkvAttentionOArgs& a) {
                                               (keys + plan.max_splits - 1) / plan.max_splits);
   plan.keys_cap = int((per_split + kTileKeys - 1) / kTileKeys * kTileKeys);
   plan.smem_budget = a.smem_bytes > 0 ? std::min(size_t(a.smem_bytes), kMaxSmem - kStaticSmemSlack) : kDefaultSmem;
+  // K/V ring depth: 2 tiles where a split has at most two, else 4, or the tuning field's 2 / 4 / 8.
+  plan.stages = a.ring_stages > 0 ? a.ring_stages : plan.keys_cap <= 2 * kTileKeys ? 2 : 4;
   return plan;
 }
 
-int stages_for(int keys_cap) { return keys_cap <= 2 * kTileKeys ? 2 : 4; }
-
 Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
-  return layout_for(int(p.head_dim), stages_for(plan.keys_cap), int(p.q_heads), int(p.q_heads / p.kv_heads),
+  return layout_for(int(p.head_dim), plan.stages, int(p.q_heads), int(p.q_heads / p.kv_heads),
                     plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget);
 }
 
@@ -423,10 +423,12 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 
 template <int kHeadDim, bool kHeadMerge>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  if (stages_for(plan.keys_cap) == 2) {
+  if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge>(a, plan, stream);
-  } else {
+  } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge>(a, plan, stream);
+  } else {
+    launch_stages<kHeadDim, 8, kHeadMerge>(a, plan, stream);
   }
 }
 
@@ -460,6 +462,7 @@ bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
   if (a.hidden < 1 || a.workspace == nullptr || a.w_o == nullptr || a.residual == nullptr) return false;
   if (a.attention.max_position < 0 || a.attention.max_position >= p.max_ctx) return false;
   if (a.keys_per_split < 0 || a.keys_per_split > kMaxKeysPerSplit || a.smem_bytes < 0) return false;
+  if (a.ring_stages != 0 && a.ring_stages != 2 && a.ring_stages != 4 && a.ring_stages != 8) return false;
   if (device_compute_major() < 9) return false;
   const Plan plan = plan_for(a);
   // Every CTA resident at once (one per SM), at least one split per kv head, a split within the scores buffer,

@@ -101,7 +101,7 @@ void register_bench(CLI::App& app) {
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
-    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1;
+    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0;
     std::string attention_o_trace;  // file for the last step's stamps
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
@@ -146,6 +146,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-l2-rows", o->attention_o_l2_rows,
                   "Tuning: w_o rows past the staged ones a CTA of --attention-o prefetches into L2 (-1: default)")
       ->check(CLI::Range(-1, 1 << 20));
+  cmd->add_option("--attention-o-stages", o->attention_o_stages,
+                  "Tuning: K/V tiles in the ring of --attention-o's attention, 2, 4 or 8 (0: the version's choice)")
+      ->check(CLI::IsMember({0, 2, 4, 8}));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
@@ -182,6 +185,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_keys_per_split = o->attention_o_keys_per_split;
     options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
     options.attention_o_l2_prefetch_rows = o->attention_o_l2_rows;
+    options.attention_o_ring_stages = o->attention_o_stages;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
@@ -244,7 +248,9 @@ void register_bench(CLI::App& app) {
       t["prompt_len"] = o->prompt_len;
       t["attention_o"] = options.decode_attention_o;
       t["stamps_ns"] = stamps;
-      std::ofstream(o->attention_o_trace) << t.dump() << "\n";
+      std::ofstream file(o->attention_o_trace);
+      if (!(file << t.dump() << "\n"))
+        throw InputError("--attention-o-trace: cannot write '" + o->attention_o_trace + "'");
     }
 
     const double step_ms = decode_ms / double(o->gen);
@@ -295,6 +301,7 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;
+    if (options.attention_o_ring_stages > 0) j["attention_o_stages"] = options.attention_o_ring_stages;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

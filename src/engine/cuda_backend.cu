@@ -701,7 +701,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    m.attention_o_workspace.as<float>(),
                                    o.attention_o_keys_per_split,
                                    o.attention_o_smem_bytes,
-                                   o.attention_o_l2_prefetch_rows};
+                                   o.attention_o_l2_prefetch_rows,
+                                   o.attention_o_ring_stages};
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;

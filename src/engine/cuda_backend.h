@@ -62,6 +62,7 @@ struct EngineOptions {
   int32_t attention_o_keys_per_split = 0;
   int32_t attention_o_smem_bytes = 0;
   int32_t attention_o_l2_prefetch_rows = -1;  // -1: the version's default
+  int32_t attention_o_ring_stages = 0;        // 0: the version's choice
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;

@@ -1010,7 +1010,8 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // With o_runner (batch 1 only), the qkv_attention_o op runs instead of runner's: its attention output is checked
 // the same way, and its residual against that output times a random o projection (hidden o_hidden).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
-                            VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0) {
+                            VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
+                            int32_t o_ring_stages = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1139,8 +1140,9 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     kernels::QkvAttentionOArgs o_args{args, as_bf16(w_o_d), as_bf16(residual_d), partials_d.get(), H,
                                       o_workspace_d.get()};
     o_args.attention.workspace = nullptr;  // the op brings its own
+    o_args.ring_stages = o_ring_stages;
     o_runner->run(
-        label + " +o hidden=" + str(H), o_args,
+        label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : ""), o_args,
         [&] {
           k_d.upload(k_cache);
           v_d.upload(v_cache);
@@ -1255,6 +1257,9 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   };
   for (const QkvAttentionCase& c : cases) run_qkv_attention_case(unused, c, &runner, kHidden);
   run_qkv_attention_case(unused, {"hidden=1000", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100}, &runner, 1000);
+  // The tuning field's other ring depths (the default picks 2 or 4).
+  run_qkv_attention_case(unused, {"ctx=3000", kQHeads, kKvHeads, kHeadDim, {2999}, {}, 1, 3100}, &runner, kHidden, 8);
+  run_qkv_attention_case(unused, {"ctx=100", kQHeads, kKvHeads, kHeadDim, {99}, {}, 1, 1100}, &runner, kHidden, 4);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
