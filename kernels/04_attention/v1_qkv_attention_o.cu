@@ -1,4 +1,5 @@
-// v1_qkv_attention_o: the decode attention and the o projection (with its residual add) in one launch, batch 1.
+// v1_qkv_attention_o and v2_qkv_attention_o_head_merge: the decode attention and the o projection (with its
+// residual add) in one launch, batch 1.
 //
 // Why: in the chain, the fused attention (v12) is a ~8 us dependent chain per layer while HBM idles (qkv read,
 // QK-norm/RoPE, K/V tiles, merge), and the o GEMV behind it can only start its first loads under PDL; together
@@ -9,14 +10,17 @@
 // One CTA per SM, ceil(hidden / SMs) rows of w_o each (32 for Qwen3-8B: 256 KB, contiguous); all CTAs must be
 // resident at once (they wait on each other). CTA c:
 //  1. At its start, before the PDL wait: TMA bulk copies of its first rows (8 KB each) into shared memory, as many
-//     as the budget leaves room for; an L2 prefetch of the rest.
+//     as the budget leaves room for (13 of 32 at the default 160 KB); the rest stream from HBM in step 3.
 //  2. If c < kv_heads * splits (the key splits this position needs): the tensor-core attention
 //     (attention_mma::attend_keys, v12's loop) over split c / kv_heads of kv head c % kv_heads, whose partial
 //     output and softmax statistics go to the workspace; the split that owns the new key stores it in the cache.
-//  3. Every CTA waits for all splits (one counter), merges them (a warp per q head takes the weights, then every
-//     output element is one pass over the splits) into the bf16 attention output, exactly the values qkv_attention
-//     writes to out, multiplies its rows by it and updates them in the residual, bf16(residual + bf16(o)),
-//     leaving Σ residual² over its rows for the next norm GEMV.
+//  3. The bf16 attention output, exactly the values qkv_attention writes to out (a warp per q head takes the merge
+//     weights, then every output element is one pass over the splits). v1: every CTA waits for all splits (one
+//     counter) and merges every head itself. v2: the last split of each kv head merges that head into out once,
+//     and every CTA waits for the heads (one counter) and reads out: v1's 128 CTAs reading the same partials at
+//     once made an L2 hot spot (5.1 us against 0.8 at context 128, ITERATIONS.md session 5).
+//  4. Every CTA multiplies its rows by it and updates them in the residual, bf16(residual + bf16(o)), leaving
+//     Σ residual² over its rows for the next norm GEMV.
 // The counters are zero between launches: the last CTA to use them resets them.
 // A first design gave CTA (row block, kv head) the w_o columns of one kv head (1 KB per row: 176 bulk copies a
 // CTA) and added the heads' partial sums in a last pass: 29 us isolated, 4.79 vs 4.29 ms per step (ITERATIONS.md).
