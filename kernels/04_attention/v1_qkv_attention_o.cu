@@ -55,7 +55,8 @@ constexpr size_t kStaticSmemSlack = 1024;  // the __shared__ variables of the ke
 // 128 KB 4.38, 160 KB 4.36, 200 KB 4.60, 226 KB 4.81 (the chain: 4.31). Past ~160 KB the gate|up GEMV launched
 // early behind it (PDL) no longer finds room for a CTA beside it, and the staged rows cannot make that up.
 constexpr size_t kDefaultSmem = 160 * 1024;
-[[maybe_unused]] constexpr int kRowsAtOnce = 4;  // rows a warp multiplies together (independent FMA chains and shuffle trees)
+// Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
+[[maybe_unused]] constexpr int kRowsAtOnce = 4;
 
 // The grid: one CTA per SM, ceil(hidden / SMs) rows each (at least kv_heads CTAs, one per kv head's first split).
 struct Grid {

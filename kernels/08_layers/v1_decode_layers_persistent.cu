@@ -780,17 +780,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The current device's opt-in shared memory per block, asked once per process (as device_sm_count()).
-int optin_smem_bytes() {
-  static const int bytes = [] {
-    int device = 0, optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return optin;
-  }();
-  return bytes;
-}
-
 // Static shared memory the kernel's helpers declare, kept free of the dynamic plan.
 constexpr int kStaticSmemSlack = 2048;
 
@@ -824,7 +813,7 @@ Plan make_plan(const DecodeLayersArgs& a, int sm_count) {
   const size_t fixed = size_t(attention_smem_bytes(a.head_dim, a.q_heads / a.kv_heads)) +
                        2 * kMaxStages * sizeof(uint64_t) + sizeof(Scratch) +
                        size_t(kConsumerWarps) * size_t(p.partial_cap) * sizeof(float);
-  const int optin = optin_smem_bytes() - kStaticSmemSlack;
+  const int optin = device_optin_smem_bytes() - kStaticSmemSlack;
   p.stages = int(std::min<int64_t>(kMaxStages, (int64_t(optin) - int64_t(fixed)) / kStageBytes));
   // Two stages unless asked otherwise (and as many as fit next to the attention's V staging): on the H200 at
   // context 128, 2 x 48 KB in flight per SM ran the stack as fast as or faster than 3 or 4
@@ -841,7 +830,7 @@ auto* kernel_for() {
   static std::once_flag once;
   std::call_once(once, [] {
     CUDA_CHECK(cudaFuncSetAttribute(decode_layers_kernel<kHeadDim>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    optin_smem_bytes()));
+                                    device_optin_smem_bytes()));
   });
   return decode_layers_kernel<kHeadDim>;
 }

@@ -27,6 +27,16 @@ int device_sm_count() {
   return sms;
 }
 
+int device_optin_smem_bytes() {
+  static const int bytes = [] {
+    int device = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return optin;
+  }();
+  return bytes;
+}
+
 int device_compute_major() {
   static const int major = [] {
     int device = 0, value = 0;

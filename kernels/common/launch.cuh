@@ -24,6 +24,8 @@ bool programmatic_dependent_launch();
 // its SM count (throws CudaError if it cannot be read) and its compute-capability major (0 if it cannot be read).
 int device_sm_count();
 int device_compute_major();
+// Its opt-in shared memory per block (throws CudaError if it cannot be read).
+int device_optin_smem_bytes();
 
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -621,8 +621,10 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const auto it = o.pdl_trigger.find(site);
     return it == o.pdl_trigger.end() ? 0.0f : it->second;
   };
-  // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
-  // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
+  // Bytes the fused attention and the O GEMV with its residual add move (m.count), apart or as one launch.
+  const double qkv_attention_bytes = 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
+                                     2.0 * double(2 * KVD * max_position * rows);
+  const double o_residual_bytes = 2.0 * double(H * QD + rows * QD + 2 * rows * H);
   const auto qkv_attention_args = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
     const int64_t o_bytes = H * QD * int64_t(sizeof(bf16));
     return kernels::QkvAttentionArgs{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
@@ -636,14 +638,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                      std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16,
                                      trigger("qkv_attention")};
   };
+  // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
+  // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
   const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
     if (!decode || !o.fused || !m.decode_qkv_attention) return false;
     const kernels::QkvAttentionArgs a = qkv_attention_args(L, k_cache, v_cache);
     if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
     if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
-    m.count("qkv_attention", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
-                                 2.0 * double(2 * KVD * max_position * rows),
-            m.decode_qkv_attention->kernels_per_launch);
+    m.count("qkv_attention", qkv_attention_bytes, m.decode_qkv_attention->kernels_per_launch);
     return true;
   };
 
@@ -708,9 +710,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                                           kernels::kQkvAttentionOTraceEvents;
       if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
-      m.count("qkv_attention_o", 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
-                                     2.0 * double(2 * KVD * max_position * rows) +
-                                     2.0 * double(H * QD + 2 * rows * H));
+      // The O GEMV's read of the attention output stays on chip.
+      m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD));
       partial_count = ctas;
       return true;
     };
@@ -740,7 +741,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (!attention_o_ran) {
         if (kept("gemm_o_residual"))
           partial_count = residual({attn, L.wo, h, partials, rows, H, QD, trigger("gemm_o_residual")});
-        m.count("gemm_o_residual", 2.0 * double(H * QD + rows * QD + 2 * rows * H));
+        m.count("gemm_o_residual", o_residual_bytes);
       }
       if (kept("gemm_gate_up_swiglu_norm"))
         launch_or_first(m.norm_gate_up, kernels::norm_gate_up_swiglu_versions(),
