@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Summarizes a `qwen3 bench --attention-o-trace FILE` dump: where a qkv_attention_o launch spends its time.
+"""Summarizes a `qwen3 bench --attention-o-trace FILE` (or `--mlp-trace FILE`) dump: where each launch of the
+traced op spends its time.
 
 For every layer, times are taken from the first CTA's start (the moment the launch got its first SM). Per event it
-prints the mean and the slowest CTA over CTAs, averaged over layers, in microseconds; "attended" only over the CTAs
-that had a split. Usage: bench/attention_o_trace.py TRACE.json [TRACE2.json ...]
+prints the mean and the slowest CTA over CTAs, averaged over layers, in microseconds, over the CTAs that reached
+the event (a stamp of 0: not reached, e.g. "attended" for CTAs without a split). Event names come from the file
+("event_names"; the attention_o trace predates it). Usage: bench/attention_o_trace.py TRACE.json [TRACE2.json ...]
 """
 import json
 import sys
@@ -14,26 +16,28 @@ EVENTS = ["start", "issued", "waited", "attended", "all_splits", "merged", "weig
 def summarize(path):
     t = json.load(open(path))
     layers, ctas, events = t["layers"], t["ctas"], t["events"]
+    names = t.get("event_names", EVENTS)
+    last = events - 1
     stamps = t["stamps_ns"]
-    sums = {e: [0.0, 0.0, 0] for e in EVENTS}  # mean-sum, max-sum, layers counted
+    sums = {e: [0.0, 0.0, 0] for e in names}  # mean-sum, max-sum, layers counted
     spans, starts = [], []
     for layer in range(layers):
         rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
         ref = min(r[0] for r in rows)
         starts.append(ref)
-        spans.append((max(r[7] for r in rows) - ref) / 1e3)
-        for i, e in enumerate(EVENTS):
+        spans.append((max(r[last] for r in rows) - ref) / 1e3)
+        for i, e in enumerate(names):
             vals = [(r[i] - ref) / 1e3 for r in rows if r[i] != 0]
             if not vals:
                 continue
             sums[e][0] += sum(vals) / len(vals)
             sums[e][1] += max(vals)
             sums[e][2] += 1
-    print(f"{path}: prompt {t.get('prompt_len')}, {layers} layers x {ctas} CTAs; "
+    print(f"{path}: {t.get('mlp', t.get('attention_o'))}, prompt {t.get('prompt_len')}, {layers} layers x {ctas} CTAs; "
           f"launch span (first start -> last end) {sum(spans) / len(spans):.2f} us mean, layer period "
           f"{(starts[-1] - starts[0]) / 1e3 / max(1, layers - 1):.2f} us")
     print(f"{'event':<12} {'mean us':>8} {'slowest':>8}")
-    for e in EVENTS:
+    for e in names:
         s = sums[e]
         if s[2]:
             print(f"{e:<12} {s[0] / s[2]:8.2f} {s[1] / s[2]:8.2f}")

@@ -163,6 +163,10 @@ struct QkvAttentionOArgs {
   // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (v1: QkvAttentionOTraceEvent in its source).
   uint64_t* trace = nullptr;
+  // nullptr, or (hidden) fp32: the previous layer's down projection still owed to the residual (NormMlpArgs). Then
+  // each CTA first folds it into its rows, residual = bf16(residual + bf16(delta)), before the o projection's add,
+  // and writes zeros over the delta rows it read, so the next NormMlp launch finds the buffer zero.
+  float* residual_delta = nullptr;
 };
 constexpr int kQkvAttentionOTraceEvents = 8;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
@@ -186,6 +190,54 @@ struct GateUpSwigluArgs {
   const bf16* w_gate_up;  // (2 * inter, k): gate_proj rows, then up_proj rows
   bf16* out;              // (m, inter)
   int64_t m, inter, k;
+};
+
+// The whole MLP sublayer of a batch-1 decode step in one launch, no grid-wide wait inside: delta += down(
+// bf16(bf16(silu(g)) * u)) with g, u = gate|up(rmsnorm(residual)) rounded to bf16, as NormGateUpSwiglu followed by
+// the down projection computes it, except that the down projection's sum is split: CTA c owns a block of the
+// intermediate features, computes their gate|up rows and SwiGLU in full, multiplies its block of down_projᵀ rows
+// and adds its (hidden) partial into residual_delta with fp32 reductions (red.global.add). So the sum's order is
+// not fixed: the result is not bit-reproducible from run to run (within fp32 rounding of bf16 inputs).
+// The delta is not added to the residual here: the next QKV norm GEMV (NormGemvArgs::residual_delta) and then
+// qkv_attention_o (QkvAttentionOArgs::residual_delta, which zeroes it) do that on their way.
+struct NormMlpArgs {
+  const bf16* residual;        // (1, hidden): h after the attention sublayer, read only
+  const float* norm_partials;  // (1, kMaxNormPartials) left by the producer of residual
+  int64_t partial_count;
+  const bf16* norm_weight;     // (hidden): post_attention_layernorm
+  float eps;
+  const bf16* w_gate_up;       // (2 * inter, hidden): gate_proj rows, then up_proj rows
+  const bf16* w_down_t;        // (inter, hidden): down_proj transposed (transpose_bf16 of the (hidden, inter) weight)
+  float* residual_delta;       // (1, hidden) fp32: += the MLP's output (the engine keeps it zero between uses)
+  int64_t hidden, inter;
+  int32_t ctas = 0;            // tuning: CTAs, each owning ~inter / ctas features (0: one per SM)
+  int32_t prewait_rows = -1;   // tuning: weight rows each CTA loads before the PDL wait (-1: the version's default)
+  // v3 (v3_mlp_qkv_next) only, nullptr elsewhere: the next layer's QKV norm GEMV in the same launch, after a
+  // grid-wide wait for the delta: next_out = w_next · x with x normed from bf16(residual + bf16(delta)) by
+  // next_norm_weight, as NormGemvArgs with residual_delta computes it (the residual is still not updated).
+  const bf16* next_norm_weight = nullptr;  // (hidden): the next layer's input_layernorm
+  const bf16* w_next = nullptr;            // (next_rows, hidden): its q_proj | k_proj | v_proj rows
+  bf16* next_out = nullptr;                // (1, next_rows)
+  int64_t next_rows = 0;
+  uint32_t* sync = nullptr;                // 2 words, zero before the first launch; every launch leaves them zero
+  // v4 (v4_mlp_split_down_l2) only: bytes the CTAs pull into L2 once all their own rows are in flight (the next
+  // kernel's weights, the next layer's QKV rows: the launch's tail, when CTAs finish at different times, has HBM
+  // time to spare). PRECOND: 16-byte aligned, l2_prefetch_bytes % 16 == 0. nullptr / 0: none.
+  const void* l2_prefetch = nullptr;
+  int64_t l2_prefetch_bytes = 0;
+  // Profiling only (nullptr otherwise; v2-v4): (CTAs, kNormMlpTraceEvents) %globaltimer stamps of when each CTA
+  // reached each point (NormMlpTraceEvent in v1_mlp_split_down.cu; 0: not reached in this version).
+  uint64_t* trace = nullptr;
+};
+constexpr int kNormMlpTraceEvents = 8;
+// CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
+int64_t norm_mlp_ctas(const NormMlpArgs& args);
+
+// out = inᵀ for a (rows, cols) bf16 matrix: a weight re-laid out once at load time.
+struct TransposeArgs {
+  const bf16* in;  // (rows, cols)
+  bf16* out;       // (cols, rows)
+  int64_t rows, cols;
 };
 
 // ---- decode GEMVs with the residual add and the RMSNorm folded in -------------------------------------------------
@@ -224,6 +276,11 @@ struct NormGemvArgs {
   // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has streamed a fraction
   // f of its weights, so the next kernel's first loads land in this one's drain instead of competing with its start.
   float pdl_trigger = 0.0f;
+  // nullptr, or (m, k) fp32: the down projection's output still owed to the residual (NormMlpArgs). Then the
+  // hidden state normed here is bf16(residual + bf16(residual_delta)), its sum of squares is taken here, and
+  // norm_partials / partial_count are not read. The residual itself is left as it is (qkv_attention_o adds the
+  // delta in, later). Versions without it refuse such args (supports()).
+  const float* residual_delta = nullptr;
 };
 
 struct NormGateUpSwigluArgs {

@@ -99,12 +99,24 @@ void launch_gemv_norm_v10(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v10_supports(const NormGemvArgs&);
 void launch_gemv_norm_v11(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v11_supports(const NormGemvArgs&);
+void launch_gemv_norm_v12(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v12_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_norm_v6_supports(const NormGateUpSwigluArgs&);
 void launch_gate_up_swiglu_norm_v5(const NormGateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_norm_v5_supports(const NormGateUpSwigluArgs&);
+void launch_mlp_split_down_v1(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v1_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v2(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v2_supports(const NormMlpArgs&);
+void launch_mlp_qkv_next_v3(const NormMlpArgs&, cudaStream_t);
+bool mlp_qkv_next_v3_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v4(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v4_supports(const NormMlpArgs&);
+void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
+bool transpose_v0_supports(const TransposeArgs&);
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions() {
   static const std::vector<KernelVersion<EmbeddingArgs>> v{
@@ -295,6 +307,9 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
        launch_gemv_norm_v10, gemv_norm_v10_supports},
       {"v11_gemv_norm_early", "v10 with both weight buffers loaded before the PDL wait (v10_gemv_norm_wave.cu)",
        launch_gemv_norm_v11, gemv_norm_v11_supports},
+      {"v12_gemv_norm_ring", "batch 1: one CTA per SM owning contiguous rows, fed by a cp.async shared-memory ring "
+                             "(gemv_ring.cuh) with 128 KB in flight from before the PDL wait; other shapes: v10",
+       launch_gemv_norm_v12, gemv_norm_v12_supports},
   };
   return v;
 }
@@ -321,6 +336,35 @@ const std::vector<KernelVersion<AddArgs>>& add_versions() {
 
 // The baseline (v0) of this op is the per-kernel layer loop it replaces: the engine's folded-norm chain of five
 // launches per layer (cuda_backend.cu, --decode-layers off), measured beside it in the same run.
+const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
+  static const std::vector<KernelVersion<NormMlpArgs>> v{
+      {"v1_mlp_split_down", "norm, gate|up, SwiGLU and down in one launch: each CTA owns a block of features and "
+                            "adds its down partial with fp32 reductions, so no CTA waits for another",
+       launch_mlp_split_down_v1, mlp_split_down_v1_supports},
+      {"v2_mlp_split_down_ring", "v1 fed through a shared-memory ring by cp.async (each thread reads back only its "
+                                 "own copies: no barrier), 8 rows multiplied at once with one transposed warp sum "
+                                 "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v2, mlp_split_down_v2_supports},
+      {"v3_mlp_qkv_next", "v2, then a grid-wide wait for the delta and the next layer's QKV norm GEMV in the same "
+                          "launch: its rows stream into the ring during the down tail and the wait "
+                          "(v1_mlp_split_down.cu)",
+       launch_mlp_qkv_next_v3, mlp_qkv_next_v3_supports},
+      {"v4_mlp_split_down_l2", "v2 whose CTAs pull the next kernel's weights (the next layer's QKV) into L2 once "
+                               "their own rows are in flight: the launch's tail has HBM time to spare "
+                               "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v4, mlp_split_down_v4_supports},
+  };
+  return v;
+}
+
+const std::vector<KernelVersion<TransposeArgs>>& transpose_versions() {
+  static const std::vector<KernelVersion<TransposeArgs>> v{
+      {"v0_transpose", "32 x 32 shared-memory tiles, coalesced reads and writes (load time only)",
+       launch_transpose_v0, transpose_v0_supports},
+  };
+  return v;
+}
+
 const std::vector<KernelVersion<DecodeLayersArgs>>& decode_layers_versions() {
   static const std::vector<KernelVersion<DecodeLayersArgs>> v{
       {"v1_decode_layers_persistent", "all layers in one persistent kernel: a TMA producer per SM streams every "

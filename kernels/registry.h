@@ -38,6 +38,8 @@ const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions();
 const std::vector<KernelVersion<GemvResidualArgs>>& gemv_residual_versions();
 const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions();
 const std::vector<KernelVersion<NormGateUpSwigluArgs>>& norm_gate_up_swiglu_versions();
+const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions();
+const std::vector<KernelVersion<TransposeArgs>>& transpose_versions();
 const std::vector<KernelVersion<DecodeLayersArgs>>& decode_layers_versions();
 const std::vector<KernelVersion<AddArgs>>& add_versions();
 const std::vector<KernelVersion<SampleArgs>>& sample_versions();

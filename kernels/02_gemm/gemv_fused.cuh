@@ -97,23 +97,61 @@ __device__ __forceinline__ int64_t trigger_vec_for(float pdl_trigger, int64_t k)
 
 // Block-wide: waits for the previous kernel, then writes x = bf16(w * bf16(h * inv_rms)) for kTokens rows of the
 // residual h into x_smem, inv_rms from the producer's partial sums of squares (summed in a fixed order by one warp
-// per token, so every block gets the same bits). PRECOND: blockDim.x == kThreads, kTokens <= kWarpsPerBlock,
-// k % 8 == 0.
+// per token, so every block gets the same bits).
+// With residual_delta (NormGemvArgs): h = bf16(residual + bf16(delta)) and the block sums h² itself (a fixed
+// order too), partials unused; h is staged in x_smem between the two passes (so `residual` is not __restrict__:
+// the second pass reads it back from x_smem, each element by the thread that wrote it).
+// PRECOND: blockDim.x == kThreads, kTokens <= kWarpsPerBlock, k % 8 == 0.
 template <int kTokens>
-__device__ __forceinline__ void norm_prologue(const bf16* __restrict__ residual, const float* __restrict__ partials,
+__device__ __forceinline__ void norm_prologue(const bf16* residual, const float* __restrict__ partials,
                                               int64_t partial_count, const bf16* __restrict__ norm_weight, float eps,
-                                              int64_t k, bf16* x_smem) {
+                                              int64_t k, bf16* x_smem, const float* residual_delta = nullptr) {
   __shared__ float inv_rms[kTokens];
+  __shared__ float warp_sq[kWarpsPerBlock][kTokens];
   pdl_wait();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  if (warp < kTokens) {
+  const int64_t vecs = k / 8;
+  if (residual_delta != nullptr) {
+    float sq[kTokens];
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) sq[t] = 0.0f;
+    for (int64_t i = threadIdx.x; i < kTokens * vecs; i += kThreads) {
+      const int t = int(i / vecs);
+      const int64_t c = i % vecs;
+      float h[8];
+      bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual + t * k)[c], h);
+      const float4 d0 = reinterpret_cast<const float4*>(residual_delta + t * k)[2 * c];
+      const float4 d1 = reinterpret_cast<const float4*>(residual_delta + t * k)[2 * c + 1];
+      const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+      float s = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        h[e] = bf16_round(h[e] + bf16_round(d[e]));
+        s += h[e] * h[e];
+      }
+#pragma unroll
+      for (int u = 0; u < kTokens; ++u) sq[u] += u == t ? s : 0.0f;
+      reinterpret_cast<Bf16x8*>(x_smem + t * k)[c] = float_to_bf16x8(h);
+    }
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      const float s = warp_sum(sq[t]);
+      if (lane == 0) warp_sq[warp][t] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < kTokens) {
+      float total = 0.0f;
+      for (int w = 0; w < kWarpsPerBlock; ++w) total += warp_sq[w][threadIdx.x];
+      inv_rms[threadIdx.x] = 1.0f / sqrtf(total / float(k) + eps);
+    }
+    residual = x_smem;  // the second pass reads h back from where this thread left it
+  } else if (warp < kTokens) {
     float sum_sq = 0.0f;
     for (int64_t i = lane; i < partial_count; i += kWarpSize) sum_sq += partials[warp * kMaxNormPartials + i];
     sum_sq = warp_sum(sum_sq);
     if (lane == 0) inv_rms[warp] = 1.0f / sqrtf(sum_sq / float(k) + eps);
   }
   __syncthreads();
-  const int64_t vecs = k / 8;
   for (int64_t i = threadIdx.x; i < kTokens * vecs; i += kThreads) {
     const int t = int(i / vecs);
     const int64_t c = i % vecs;
@@ -177,7 +215,8 @@ __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
   for (int r = 0; r < kRows; ++r) w_rows[r] = reinterpret_cast<const uint4*>(a.w + min(row0 + r, a.n - 1) * a.k);
   float acc[kTokens][kRows];
   warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, trigger_vec, [&] {
-    norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x);
+    norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x,
+                           a.residual_delta);
   });
 #pragma unroll
   for (int t = 0; t < kTokens; ++t)

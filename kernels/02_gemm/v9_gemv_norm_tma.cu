@@ -65,6 +65,7 @@ void launch_tokens(const NormGemvArgs& a, cudaStream_t stream) {
 bool gemv_norm_v9_supports(const NormGemvArgs& a) {
   if (!gemv_tma::device_supported() || a.m < 1 || a.m > kMaxBatchTokens || a.n < 1 || a.k < 8 || a.k % 8 != 0)
     return false;
+  if (a.residual_delta != nullptr) return false;  // the delta form of the norm is in norm_prologue (v8, v10, v11)
   if (reinterpret_cast<uintptr_t>(a.residual) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(a.norm_weight) % 16 != 0 || reinterpret_cast<uintptr_t>(a.w) % 16 != 0)
     return false;

@@ -55,20 +55,6 @@ __device__ __forceinline__ KeyRange key_range(int32_t position, int split, int s
   return {key0, n_keys, owner ? n_keys - 1 : -1};
 }
 
-// This CTA's share of the L2 prefetch hint (QkvAttentionArgs::l2_prefetch): the grid splits [ptr, ptr + bytes) in
-// equal 16-byte-aligned shares, and the calling warp's lanes each ask for pieces of at most 32 KB of its share. The
-// bulk prefetch is fire-and-forget (no register or barrier holds it), so the attention goes on at once.
-// PRECOND: ptr 16-byte aligned, bytes % 16 == 0; called by one whole warp of the CTA.
-__device__ __forceinline__ void prefetch_share_l2(const void* ptr, int64_t bytes, int lane) {
-  constexpr int64_t kPieceBytes = 32 << 10;
-  const int64_t ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-  const int64_t cta = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
-  const int64_t share = (bytes / 16 + ctas - 1) / ctas * 16;
-  const int64_t end = min((cta + 1) * share, bytes);
-  for (int64_t at = cta * share + lane * kPieceBytes; at < end; at += kWarpSize * kPieceBytes)
-    prefetch_l2_bulk(static_cast<const char*>(ptr) + at, uint32_t(min(kPieceBytes, end - at)));
-}
-
 // QK-norm + RoPE, a warp a head: warps [0, group) the group's q heads of kv_head into q_s (group, kHeadDim); with
 // `owner`, one more the new key into new_kv[0, kHeadDim) and its cache row, one the new value (copied as is) into
 // new_kv[kHeadDim, 2 kHeadDim) and its cache row. T: float or bf16, what the caller keeps in shared memory (the

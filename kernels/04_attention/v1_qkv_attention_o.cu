@@ -195,7 +195,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* split_values = split_stats + stats_words(p.q_heads, max_splits);             // (q_heads, max_splits, D)
   // This CTA's residual rows, read once the previous kernel is done, long before they are needed.
   bf16* residual_s = reinterpret_cast<bf16*>(smem + l.residual);  // (rows)
-  for (int i = threadIdx.x; i < rows; i += kThreads) residual_s[i] = a.residual[row0 + i];
+  // With a delta (the previous layer's MLP, v1_mlp_split_down), it is added first, rounded as the chain's down
+  // GEMV adds its output, and zeroed for the next MLP launch: the QKV GEMV, its other reader, is done.
+  for (int i = threadIdx.x; i < rows; i += kThreads) {
+    bf16 h = a.residual[row0 + i];
+    if (a.residual_delta != nullptr) {
+      h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(a.residual_delta[row0 + i]));
+      a.residual_delta[row0 + i] = 0.0f;
+    }
+    residual_s[i] = h;
+  }
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to
   // sink(quad, lo, hi). Each pass has all its L2 reads in flight at once: first a warp per q head (one split per
   // lane) turns the statistics into merge weights, then each thread merges 4 consecutive outputs of a head at a

@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(kThreads)
   // GEMV's draining tail, when its last CTAs leave HBM partly idle).
   const bool prefetch = a.l2_prefetch_bytes > 0 && threadIdx.x / kWarpSize == kWarps - 1;
   if (prefetch && prefetch_before_wait)
-    qkv_attention::prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
+    prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
   pdl_wait();  // qkv comes from the previous kernel, the cached rows from earlier steps
   if (prefetch && !prefetch_before_wait)
-    qkv_attention::prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
+    prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, threadIdx.x % kWarpSize);
 
   const QkNormRopeCacheArgs& p = a.prep;
   const int group = int(p.q_heads / p.kv_heads);

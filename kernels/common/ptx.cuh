@@ -41,6 +41,21 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes
 #endif
 }
 
+// This CTA's share of an L2 prefetch hint (QkvAttentionArgs::l2_prefetch, NormMlpArgs::l2_prefetch): the grid
+// splits [ptr, ptr + bytes) in equal 16-byte-aligned shares, and the calling warp's lanes each ask for pieces of at
+// most 32 KB of its share. The bulk prefetch is fire-and-forget (no register or barrier holds it), so the caller
+// goes on at once.
+// PRECOND: ptr 16-byte aligned, bytes % 16 == 0; called by one whole warp of the CTA.
+__device__ __forceinline__ void prefetch_share_l2(const void* ptr, int64_t bytes, int lane) {
+  constexpr int64_t kPieceBytes = 32 << 10;
+  const int64_t ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t cta = blockIdx.x + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z);
+  const int64_t share = (bytes / 16 + ctas - 1) / ctas * 16;
+  const int64_t end = min((cta + 1) * share, bytes);
+  for (int64_t at = cta * share + lane * kPieceBytes; at < end; at += 32 * kPieceBytes)
+    prefetch_l2_bulk(static_cast<const char*>(ptr) + at, uint32_t(min(kPieceBytes, end - at)));
+}
+
 // ---- grid-wide counters between CTAs of one launch (the persistent layer stack, qkv_attention_o) -----------------
 // %globaltimer in ns: stamps comparable across SMs (kernels' profiling traces).
 __device__ __forceinline__ uint64_t global_timer_ns() {
@@ -169,6 +184,11 @@ __device__ __forceinline__ void cp_async_16B(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_16B_zfill(void* smem, const void* gmem, int src_bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+// cp_async_16B with an L2 policy (make_evict_first_policy): weights streamed once per token through shared memory.
+__device__ __forceinline__ void cp_async_16B_policy(void* smem, const void* gmem, uint64_t policy) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "l"(policy));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int kPending>

@@ -103,6 +103,9 @@ void register_bench(CLI::App& app) {
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0;
     std::string attention_o_trace;  // file for the last step's stamps
+    std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
+    int32_t mlp_ctas = 0, mlp_prewait_rows = -1;
+    std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
@@ -152,6 +155,18 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
+  cmd->add_option("--mlp", o->mlp,
+                  "Override the batch-1 one-launch MLP (norm_mlp op: gate|up, SwiGLU and down) version, or off");
+  cmd->add_option("--mlp-ctas", o->mlp_ctas, "Tuning: CTAs of --mlp (0: one per SM)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-prewait-rows", o->mlp_prewait_rows,
+                  "Tuning: weight rows a CTA of --mlp loads before the PDL wait (-1: the version's default)")
+      ->check(CLI::Range(-1, 64));
+  cmd->add_option("--mlp-l2-prefetch-mb", o->mlp_l2_prefetch_mb,
+                  "MB of the next layer's QKV weights --mlp pulls into L2 at its tail (versions with a prefetch)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-trace", o->mlp_trace,
+                  "Profiling: write the last decode step's per-CTA %globaltimer stamps of --mlp to this JSON file "
+                  "(bench/attention_o_trace.py summarizes it)");
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -187,6 +202,11 @@ void register_bench(CLI::App& app) {
     options.attention_o_l2_prefetch_rows = o->attention_o_l2_rows;
     options.attention_o_ring_stages = o->attention_o_stages;
     options.attention_o_trace = !o->attention_o_trace.empty();
+    if (!o->mlp.empty()) options.decode_mlp = o->mlp;
+    options.mlp_ctas = o->mlp_ctas;
+    options.mlp_prewait_rows = o->mlp_prewait_rows;
+    options.mlp_trace = !o->mlp_trace.empty();
+    if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -253,6 +273,21 @@ void register_bench(CLI::App& app) {
         throw InputError("--attention-o-trace: cannot write '" + o->attention_o_trace + "'");
     }
 
+    if (!o->mlp_trace.empty()) {
+      const auto stamps = engine->mlp_trace();
+      if (stamps.empty()) throw InputError("--mlp-trace: the step ran no traced one-launch MLP");
+      nlohmann::json t;
+      t["layers"] = c.num_layers - 1;  // (the last layer's MLP runs as two GEMVs)
+      t["ctas"] = int64_t(stamps.size()) / ((c.num_layers - 1) * kernels::kNormMlpTraceEvents);
+      t["events"] = kernels::kNormMlpTraceEvents;
+      t["event_names"] = {"start", "waited", "gate_up", "down", "all_in", "normed", "rows_done", "end"};
+      t["prompt_len"] = o->prompt_len;
+      t["mlp"] = options.decode_mlp;
+      t["stamps_ns"] = stamps;
+      std::ofstream file(o->mlp_trace);
+      if (!(file << t.dump() << "\n")) throw InputError("--mlp-trace: cannot write '" + o->mlp_trace + "'");
+    }
+
     const double step_ms = decode_ms / double(o->gen);
     const double mean_context = double(o->prompt_len + o->warmup) + double(o->gen + 1) / 2.0;
     const double kv_bytes = 2.0 * double(c.num_layers * c.kv_dim()) * 2.0 * mean_context * double(o->batch);
@@ -298,6 +333,10 @@ void register_bench(CLI::App& app) {
     j["norm_gemv"] = options.norm_gemv;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;
+    j["mlp"] = options.decode_mlp;
+    if (options.mlp_ctas > 0) j["mlp_ctas"] = options.mlp_ctas;
+    if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
+    if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;

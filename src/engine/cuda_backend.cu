@@ -41,6 +41,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.cublas_gemm = true;
     o.decode_layers = "off";
     o.decode_attention_o = "off";
+    o.decode_mlp = "off";
     o.fused_swiglu = false;  // the baseline keeps every GEMM in cuBLAS
     o.fold_norms = false;
     return o;
@@ -48,6 +49,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "fast-v1") {
     o.decode_layers = "off";
     o.decode_attention_o = "off";
+    o.decode_mlp = "off";
     o.decode_gemm = "v2_gemv_stream";
     o.decode_gemm_batched = "v2_gemv_stream";
     o.decode_gemm_batched_large = "v2_gemv_stream";
@@ -63,6 +65,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
   if (name == "v0") {
     o.decode_layers = "off";
     o.decode_attention_o = "off";
+    o.decode_mlp = "off";
     o.decode_gemm = "v0_gemm_naive";
     o.decode_gemm_batched = "v0_gemm_naive";
     o.decode_gemm_batched_large = "v0_gemm_naive";
@@ -176,6 +179,7 @@ struct LayerDevice {
   bf16* wo;          // (hidden, q_dim)
   bf16* w_gate_up;   // (2 * intermediate, hidden): gate_proj | up_proj rows
   bf16* w_down;      // (hidden, intermediate)
+  bf16* w_down_t = nullptr;  // (intermediate, hidden): w_down transposed, where decode_mlp runs (not the last layer)
 };
 
 }  // namespace
@@ -221,6 +225,12 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::QkvAttentionArgs>* decode_qkv_attention = nullptr;  // nullptr: off
   const KernelVersion<kernels::DecodeLayersArgs>* decode_layers = nullptr;  // nullptr: off
   const KernelVersion<kernels::QkvAttentionOArgs>* attention_o = nullptr;    // nullptr: off
+  const KernelVersion<kernels::NormMlpArgs>* mlp = nullptr;                  // nullptr: off
+  DeviceBuffer down_t;      // (layers - 1, intermediate, hidden): the layers' w_down transposed, for mlp
+  DeviceBuffer mlp_delta;   // (hidden) fp32: the MLP output owed to the residual; zero between steps
+  DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
+  DeviceBuffer mlp_trace;   // (layers - 1, CTAs, kNormMlpTraceEvents) stamps, profiling only
+  int64_t mlp_trace_ctas = 0;
   DeviceBuffer attention_o_workspace;  // qkv_attention_o_workspace_floats() floats, its counters zeroed once
   DeviceBuffer attention_o_trace;      // (layers, CTAs, kQkvAttentionOTraceEvents) stamps, profiling only
   DeviceBuffer decode_layer_table;      // (layers) kernels::DecodeLayerWeights
@@ -326,6 +336,9 @@ void CudaEngine::init() {
   m.norm_gate_up = &kernels::find_version(kernels::norm_gate_up_swiglu_versions(), options_.norm_gate_up);
   if (options_.decode_attention_o != "off")
     m.attention_o = &kernels::find_version(kernels::qkv_attention_o_versions(), options_.decode_attention_o);
+  // The one-launch MLP hands its output to qkv_attention_o (sm_90 only), so it runs only beside it.
+  if (options_.decode_mlp != "off" && m.attention_o && kernels::device_compute_major() >= 9 && c.num_layers > 1)
+    m.mlp = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp);
   if (options_.decode_layers != "off")
     m.decode_layers = &kernels::find_version(kernels::decode_layers_versions(), options_.decode_layers);
   if (options_.decode_qkv_attention != "off")
@@ -346,13 +359,37 @@ void CudaEngine::init() {
   const size_t cache_bytes = size_t(c.num_layers * m.layer_cache_elems) * sizeof(bf16);
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t down_t_bytes = m.mlp ? size_t((c.num_layers - 1) * I * H) * sizeof(bf16) : 0;
   const size_t activation_bytes =
       size_t(m.rows) * (3 * H + 2 * (QD + 2 * KVD) + QD + 3 * I) * 2 + size_t(m.logit_rows) * V * 2;
-  if (2 * cache_bytes + activation_bytes > free_bytes)
+  if (2 * cache_bytes + activation_bytes + down_t_bytes > free_bytes)
     throw InputError("the KV cache (" + std::to_string(2 * cache_bytes >> 20) + " MiB for " +
-                     std::to_string(context_) + " positions x " + std::to_string(B) + " slots) and activations (" +
-                     std::to_string(activation_bytes >> 20) + " MiB) do not fit in the " +
+                     std::to_string(context_) + " positions x " + std::to_string(B) + " slots), activations (" +
+                     std::to_string(activation_bytes >> 20) + " MiB) and transposed down weights (" +
+                     std::to_string(down_t_bytes >> 20) + " MiB, --mlp off drops them) do not fit in the " +
                      std::to_string(free_bytes >> 20) + " MiB left on the GPU: lower --ctx-size");
+  if (m.mlp) {
+    // down_proj transposed once, so that each CTA of the MLP reads its block of features as contiguous rows.
+    m.down_t = DeviceBuffer(down_t_bytes);
+    for (size_t l = 0; l + 1 < m.layers.size(); ++l) {
+      LayerDevice& L = m.layers[l];
+      L.w_down_t = m.down_t.as<bf16>() + int64_t(l) * I * H;
+      kernels::transpose_versions()[0].launch({L.w_down, L.w_down_t, H, I}, m.stream);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    m.mlp_delta = DeviceBuffer(size_t(H) * sizeof(float));
+    CUDA_CHECK(cudaMemset(m.mlp_delta.as<void>(), 0, m.mlp_delta.bytes()));
+    m.mlp_sync = DeviceBuffer(2 * sizeof(uint32_t));
+    CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
+    if (options_.mlp_trace) {
+      kernels::NormMlpArgs probe{};
+      probe.ctas = options_.mlp_ctas;
+      m.mlp_trace_ctas = kernels::norm_mlp_ctas(probe);
+      m.mlp_trace = DeviceBuffer(size_t((c.num_layers - 1) * m.mlp_trace_ctas * kernels::kNormMlpTraceEvents) *
+                                 sizeof(uint64_t));
+      CUDA_CHECK(cudaMemset(m.mlp_trace.as<void>(), 0, m.mlp_trace.bytes()));
+    }
+  }
   m.k_cache = DeviceBuffer(cache_bytes);
   m.v_cache = DeviceBuffer(cache_bytes);
   auto bf16_buffer = [](int64_t elems) { return DeviceBuffer(size_t(elems) * sizeof(bf16)); };
@@ -692,7 +729,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // The attention and the o projection in one launch where chosen and supported; returns false where the caller
     // runs them as two.
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
-                                       int64_t& partial_count) {
+                                       int64_t& partial_count, float* residual_delta) {
       if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
       const int64_t ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
       kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
@@ -705,27 +742,87 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_smem_bytes,
                                    o.attention_o_l2_prefetch_rows,
                                    o.attention_o_ring_stages};
+      a.residual_delta = residual_delta;
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;
       if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
-      // The O GEMV's read of the attention output stays on chip.
-      m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD));
+      // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
+      m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD) +
+                                     (residual_delta ? 8.0 * double(H) : 0.0));
       partial_count = ctas;
       return true;
     };
+    // The one-launch MLP (NormMlpArgs) leaves its output in mlp_delta; the next layer's QKV GEMV norms
+    // h + delta and its qkv_attention_o adds the delta to h (and zeroes it). So it runs only where that launch
+    // will run, which depends on the step's shape alone: asked once here, for the first layer.
+    // v3 also runs the next layer's QKV GEMV (next != nullptr), after a grid-wide wait for the delta.
+    const auto mlp_args = [&](const LayerDevice& L, const LayerDevice* next) {
+      kernels::NormMlpArgs a{h, partials, partial_count, L.post_norm, eps, L.w_gate_up, L.w_down_t,
+                             m.mlp_delta.as<float>(), H, I, o.mlp_ctas, o.mlp_prewait_rows};
+      if (next) {
+        a.next_norm_weight = next->input_norm;
+        a.w_next = next->wqkv;
+        a.next_out = m.qkv.as<bf16>();
+        a.next_rows = QD + 2 * KVD;
+        a.sync = m.mlp_sync.as<uint32_t>();
+      }
+      // (v4) The next kernel's weights into L2 at the launch's tail: the next layer's QKV GEMV, where it runs.
+      if (!next) {
+        a.l2_prefetch = m.layers[size_t(&L - m.layers.data()) + 1].wqkv;
+        a.l2_prefetch_bytes = std::min<int64_t>((QD + 2 * KVD) * H * 2, o.mlp_l2_prefetch_bytes) / 16 * 16;
+      }
+      if (o.mlp_trace)
+        a.trace = m.mlp_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * m.mlp_trace_ctas *
+                                                    kernels::kNormMlpTraceEvents;
+      return a;
+    };
+    bool mlp_in_one_launch = false, mlp_runs_next_qkv = false;
+    if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
+      const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache.as<bf16>(), m.v_cache.as<bf16>()),
+                                         m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
+                                         o.attention_o_keys_per_split, o.attention_o_smem_bytes,
+                                         o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages};
+      const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
+      if (!m.attention_o->supports || m.attention_o->supports(a)) {
+        mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));
+        mlp_in_one_launch = mlp_runs_next_qkv || supported(mlp_args(m.layers[0], nullptr));
+      }
+    }
+    float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
+    bool qkv_ready = false;          // the previous layer's MLP launch computed this layer's QKV (v3)
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
       bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
-      if (kept("gemm_qkv_norm"))
-        launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(),
-                        {h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H,
-                         trigger("gemm_qkv_norm")});
-      m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)));
+      if (!qkv_ready) {  // (else the previous layer's MLP launch computed this layer's QKV)
+        if (kept("gemm_qkv_norm")) {
+          kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
+                                  QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
+          a.residual_delta = pending_delta;
+          launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
+        }
+        m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)) +
+                                     (pending_delta ? 4.0 * double(rows * H) : 0.0));
+      }
+      qkv_ready = false;
       // true: the attention and the o projection ran as one launch
-      const bool attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count);
+      const bool attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count, pending_delta);
+      if (pending_delta && !attention_o_ran)
+        throw std::logic_error("run_layers: the MLP's delta was left without qkv_attention_o to add it");
+      pending_delta = nullptr;
+      if (mlp_in_one_launch && l + 1 < m.layers.size()) {
+        const LayerDevice* next = mlp_runs_next_qkv ? &m.layers[l + 1] : nullptr;
+        if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, next), s);
+        const double mlp_bytes = 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H);
+        // With the next QKV GEMV: its weights and output, and the delta read once more.
+        m.count("mlp_split_down", mlp_bytes + (next ? 2.0 * double((QD + 2 * KVD) * (H + 1) + H) + 4.0 * double(H)
+                                                    : 0.0));
+        pending_delta = m.mlp_delta.as<float>();
+        qkv_ready = next != nullptr;
+        continue;
+      }
       if (!attention_o_ran && !fused_attention(L, k_cache, v_cache)) {
         if (kept("qk_norm_rope_cache"))
           kernels::qk_norm_rope_cache_versions()[0].launch(
@@ -1189,6 +1286,15 @@ int32_t CudaEngine::forward_and_sample(std::span<const int32_t> tokens, Sampler&
 }
 
 int64_t CudaEngine::decode_weight_bytes() const { return impl_->decode_weight_bytes; }
+
+std::vector<uint64_t> CudaEngine::mlp_trace() const {
+  std::vector<uint64_t> host(impl_->mlp_trace.bytes() / sizeof(uint64_t));
+  if (!host.empty()) {
+    CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+    CUDA_CHECK(cudaMemcpy(host.data(), impl_->mlp_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
+  }
+  return host;
+}
 
 std::vector<uint64_t> CudaEngine::attention_o_trace() const {
   std::vector<uint64_t> host(impl_->attention_o_trace.bytes() / sizeof(uint64_t));

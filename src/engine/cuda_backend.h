@@ -46,8 +46,10 @@ struct EngineOptions {
   std::map<std::string, float> pdl_trigger;
   // The batch-1 decode GEMVs with the norms / residual adds folded in (fold_norms): QKV with the input RMSNorm,
   // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
-  // support the shape or device falls back to the first of its op (kernels/registry.cu).
-  std::string norm_gemv = "v10_gemv_norm_wave";
+  // support the shape or device falls back to the first of its op (kernels/registry.cu). v12 (QKV on a cp.async
+  // ring, one CTA per SM): 4.329 vs 4.371 ms per step with v10 at context 128, 4.446 vs 4.494 at 1024, 4.718 vs
+  // 4.812 at 8192 (H200, one lease, ITERATIONS.md session 6).
+  std::string norm_gemv = "v12_gemv_norm_ring";
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
@@ -66,6 +68,20 @@ struct EngineOptions {
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;
+  // The batch-1 MLP sublayer in one launch (kernels/registry.h norm_mlp_versions), or "off": the gate|up GEMV then
+  // the down GEMV. Its output reaches the residual through the next layer's QKV GEMV and qkv_attention_o, so it
+  // runs only where decode_attention_o does (and not in the last layer). Keeps a transposed copy of every layer's
+  // down_proj on the device (hidden x intermediate bf16 a layer: 3.5 GB for Qwen3-8B). H200, Qwen3-8B: v2 4.209
+  // vs 4.332 ms per step (off) at context 128, 4.292 vs 4.413 at 1024, 4.635 vs 4.730 at 8192; v3 (the next
+  // layer's QKV in the same launch) 4.565 and v1 7.30 were slower (ITERATIONS.md session 6).
+  std::string decode_mlp = "v2_mlp_split_down_ring";
+  int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
+  int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
+  // Bytes of the next layer's QKV weights the MLP pulls into L2 at its tail (versions with NormMlpArgs::l2_prefetch;
+  // capped at the weights' size).
+  int64_t mlp_l2_prefetch_bytes = int64_t(64) << 20;
+  // Profiling only: decode_mlp stamps %globaltimer at fixed points of every CTA of every layer (mlp_trace()).
+  bool mlp_trace = false;
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
@@ -137,6 +153,9 @@ class CudaEngine final : public Backend {
   // With EngineOptions::attention_o_trace: the last decode step's stamps, (layers, CTAs, kQkvAttentionOTraceEvents)
   // with CTAs = kernels::qkv_attention_o_partials(); empty otherwise.
   std::vector<uint64_t> attention_o_trace() const;
+  // With EngineOptions::mlp_trace: the last decode step's stamps, (layers - 1, CTAs, kNormMlpTraceEvents) with
+  // CTAs = kernels::norm_mlp_ctas(); empty otherwise.
+  std::vector<uint64_t> mlp_trace() const;
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
 

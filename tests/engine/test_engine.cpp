@@ -60,11 +60,16 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   const auto expected = nlohmann::json::parse(read_text_file(dir / "expected.json", 512u << 20));
   auto checkpoint = Checkpoint::open(dir);
   // "persistent": the fast path with the one-launch decode layer stack; "attention_o": with the attention and the
-  // o projection in one launch (each where the device supports it; elsewhere the same as fast).
-  const bool persistent = GetParam().path == "persistent", attention_o = GetParam().path == "attention_o";
-  EngineOptions options = EngineOptions::preset(persistent || attention_o ? "fast" : GetParam().path);
+  // o projection in one launch (the newest version); "mlp": with the newest one-launch MLP; "mlp_off": the fast
+  // path with the MLP as two GEMVs (each where the device supports it; elsewhere the same as fast).
+  const std::string& path = GetParam().path;
+  const bool persistent = path == "persistent", attention_o = path == "attention_o";
+  const bool variant = persistent || attention_o || path == "mlp" || path == "mlp_off";
+  EngineOptions options = EngineOptions::preset(variant ? "fast" : path);
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
   if (attention_o) options.decode_attention_o = kernels::qkv_attention_o_versions().back().name;  // the newest
+  if (path == "mlp") options.decode_mlp = kernels::norm_mlp_versions().back().name;
+  if (path == "mlp_off") options.decode_mlp = "off";
   options.context = 512;
   CudaEngine engine(*checkpoint, options);
   CpuBackend cpu(*checkpoint);
@@ -124,7 +129,7 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& name : golden_cases())
-    for (const char* path : {"fast", "v0", "cublas", "persistent", "attention_o"}) p.push_back({name, path});
+    for (const char* path : {"fast", "v0", "cublas", "persistent", "attention_o", "mlp", "mlp_off"}) p.push_back({name, path});
   return p;
 }
 
@@ -145,6 +150,7 @@ TEST(EngineBatch, SlotsAreIndependent) {
   // only, so they are off here (EngineGolden checks them against transformers).
   options.decode_layers = "off";
   options.decode_attention_o = "off";
+  options.decode_mlp = "off";
   CudaEngine engine(*checkpoint, options);
   SamplingParams greedy;
   greedy.temperature = 0;

@@ -7,7 +7,7 @@
 //
 // Error bounds. The reference is either the bf16 result at transformers' rounding points or the exact value
 // in double; |d| is the difference from it.
-//   * embedding, kv_write, v rows of the cache: bit-exact (copies).
+//   * embedding, kv_write, v rows of the cache, transpose: bit-exact (copies).
 //   * residual add: <= 1 bf16 ulp (a bf16 hardware add rounds once, fp32-then-bf16 rounds twice).
 //   * rmsnorm, add_rmsnorm's y, silu_mul: <= 2 bf16 ulps. The fp32 sum order, rsqrtf or expf can move the
 //     inner bf16 value by one ulp at a rounding boundary; the bf16 product that follows can widen it to two.
@@ -20,7 +20,17 @@
 //   * residual GEMV: residual' within the gemm bound of x · wᵀ plus one bf16 ulp of the sum (rounded twice);
 //     the partial sums of squares add up to Σ residual'² of the kernel's own output within 1e-5 relative.
 //   * norm GEMVs: the normed activations are reproduced bit-exactly (norm_prologue's fp32 formula, partials
-//     whose fp32 sum is exact in any order), then the gemm bound; SwiGLU as gate_up_swiglu.
+//     whose fp32 sum is exact in any order), then the gemm bound; SwiGLU as gate_up_swiglu. With a residual
+//     delta (the norm sums h'² itself, in its own order): the gemm bound plus Σ_j |w_j| times how far
+//     normed_j moves for any inv_rms within 2^-17 of the oracle's (almost always 0).
+//   * MLP in one launch (fp32 residual_delta +=): |d| <= 2^-12 (Σ_j |w_j act_j| + |delta before|) (fp32 sums
+//     in any order) + Σ_j |w_j| (how far act_j may legitimately round: g, u within 2^-18 Σ|x w|, silu within
+//     2^-20; almost always 0), relative Frobenius error <= 5e-3.
+//   * MLP with the next layer's QKV norm GEMV in the same launch: the delta as above (two launches back to
+//     back: their errors add); next_out as the norm GEMVs with a residual delta, over the kernel's own delta;
+//     the grid-wide wait's two sync words zero after every launch.
+//   * qkv_attention_o with a residual delta: as the residual GEMV, over h' = bf16(h + bf16(delta)) (exact);
+//     the delta left zero.
 //   * attention: |d| <= 2^-6 sum_j p_j |v_j| + 2^-7 |exact| (P may be rounded to bf16 before the PV product:
 //     2^-8 of each term), relative Frobenius error <= 1e-2.
 //   * decode layers (every layer in one launch): h within (layers + 1) 2^-5 (|ref| + rms(h)), layer n's new
@@ -36,12 +46,15 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,11 +77,13 @@ using kernels::GemvResidualArgs;
 using kernels::KvWriteArgs;
 using kernels::NormGateUpSwigluArgs;
 using kernels::NormGemvArgs;
+using kernels::NormMlpArgs;
 using kernels::QkNormRopeCacheArgs;
 using kernels::RmsnormArgs;
 using kernels::RopeArgs;
 using kernels::SampleArgs;
 using kernels::SiluMulArgs;
+using kernels::TransposeArgs;
 namespace ref = qwen3::reference;
 
 // Qwen3-8B
@@ -105,6 +120,60 @@ std::vector<float> make_inv_freq(int64_t head_dim,
   return f;
 }
 
+// fp32 values uniform in [lo, hi) with full 24-bit mantissas (so most are not bf16 values and bf16(v)
+// rounds); element i a pure function of (seed, i).
+std::vector<float> random_f32(size_t count, uint64_t seed, float lo, float hi) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i)
+    v[i] = lo + (hi - lo) * float(double(ref::mix_seed(seed, uint64_t(i)) >> 40) * 0x1p-24);
+  return v;
+}
+
+// The hidden state with the MLP's fp32 output still owed to it folded in, h' = bf16(h + bf16(delta)), in fp32
+// as the delta readers do it (NormGemvArgs / QkvAttentionOArgs::residual_delta), so bit-exact.
+uint16_t add_delta(uint16_t h, float delta) {
+  return ref::to_bf16(ref::to_float(h) + ref::round_bf16(delta));
+}
+
+// expect_ok for an fp32 tensor (Check holds bf16 bits): |got - want| <= bound per element, every value
+// finite, and the relative Frobenius error within max_rel_frobenius. One gtest failure naming the worst
+// element.
+void expect_f32_near(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                     const std::vector<double>& bound, const std::string& label, double max_rel_frobenius) {
+  int64_t violations = 0, nonfinite = 0, worst = -1;
+  double worst_ratio = 0, err_sq = 0, ref_sq = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) {
+      ++nonfinite;
+      continue;
+    }
+    const double diff = std::fabs(double(got[i]) - want[i]);
+    err_sq += diff * diff;
+    ref_sq += want[i] * want[i];
+    const double ratio = bound[i] > 0 ? diff / bound[i] : (diff > 0 ? INFINITY : 0.0);
+    violations += diff > bound[i];
+    if (worst < 0 || ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = int64_t(i);
+    }
+  }
+  const double frobenius = ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : std::sqrt(err_sq);
+  std::ostringstream s;
+  s << what << ": " << got.size() << " checked";
+  if (violations) s << ", " << violations << " over the bound";
+  if (nonfinite) s << ", " << nonfinite << " non-finite";
+  if (worst >= 0)
+    s << " (worst #" << worst << ": got " << got[size_t(worst)] << ", want " << want[size_t(worst)]
+      << ", bound " << bound[size_t(worst)] << ")";
+  s << ", rel. Frobenius " << frobenius << ", worst error/bound " << worst_ratio;
+  const char* verbose = std::getenv("QWEN3_GPU_TESTS_VERBOSE");
+  if (verbose && *verbose && std::string(verbose) != "0")
+    std::printf("[ check    ] %s | %s\n", label.c_str(), s.str().c_str());
+  if (violations || nonfinite) ADD_FAILURE() << label << " | " << s.str();
+  if (frobenius > max_rel_frobenius)
+    ADD_FAILURE() << label << " | relative Frobenius error over " << max_rel_frobenius << " | " << s.str();
+}
+
 // ---- registry ---------------------------------------------------------------------------------------------
 template <class Args>
 void expect_well_formed(const std::vector<kernels::KernelVersion<Args>>& versions, const char* op) {
@@ -128,11 +197,15 @@ TEST(Registry, EveryOpListsNamedVersions) {
   expect_well_formed(kernels::qk_norm_rope_cache_versions(), "qk_norm_rope_cache");
   expect_well_formed(kernels::kv_write_versions(), "kv_write");
   expect_well_formed(kernels::attention_versions(), "attention");
+  expect_well_formed(kernels::qkv_attention_versions(), "qkv_attention");
+  expect_well_formed(kernels::qkv_attention_o_versions(), "qkv_attention_o");
   expect_well_formed(kernels::silu_mul_versions(), "silu_mul");
   expect_well_formed(kernels::gate_up_swiglu_versions(), "gate_up_swiglu");
   expect_well_formed(kernels::gemv_residual_versions(), "gemv_residual");
   expect_well_formed(kernels::norm_gemv_versions(), "norm_gemv");
   expect_well_formed(kernels::norm_gate_up_swiglu_versions(), "norm_gate_up_swiglu");
+  expect_well_formed(kernels::norm_mlp_versions(), "norm_mlp");
+  expect_well_formed(kernels::transpose_versions(), "transpose");
   expect_well_formed(kernels::decode_layers_versions(), "decode_layers");
   expect_well_formed(kernels::add_versions(), "add");
   expect_well_formed(kernels::sample_versions(), "sample");
@@ -1008,10 +1081,11 @@ struct QkvAttentionCase {
 double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 
 // With o_runner (batch 1 only), the qkv_attention_o op runs instead of runner's: its attention output is checked
-// the same way, and its residual against that output times a random o projection (hidden o_hidden).
+// the same way, and its residual against that output times a random o projection (hidden o_hidden). With
+// o_residual_delta also a random fp32 residual_delta (the previous layer's MLP output owed to the residual).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
-                            int32_t o_ring_stages = 0) {
+                            int32_t o_ring_stages = 0, bool o_residual_delta = false) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1126,11 +1200,17 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
   if (o_runner) {
     // residual = bf16(residual + bf16(out · w_oᵀ)) checked against the kernel's own attention output (itself
     // checked above), as GemvResidualMatchesReference checks a residual GEMV; Σ partials against Σ residual²; the
-    // workspace counters zero again after every launch.
+    // workspace counters zero again after every launch. With a delta the residual added to is h' = bf16(h +
+    // bf16(delta)) (bit-exact), the partials are those of the final residual, and the delta is left zero.
     const int64_t H = o_hidden, QD = c.q_heads * D;
     const auto w_o = random_bf16(size_t(H * QD), ref::mix_seed(seed, 7), -0.05f, 0.05f);
     const auto residual_in = random_bf16(size_t(H), ref::mix_seed(seed, 8), -4.0f, 4.0f);
+    const auto delta =
+        o_residual_delta ? random_f32(size_t(H), ref::mix_seed(seed, 9), -4.0f, 4.0f) : std::vector<float>{};
+    std::vector<uint16_t> residual_base = residual_in;  // (H): what the o projection's output is added to
+    for (size_t j = 0; j < delta.size(); ++j) residual_base[j] = add_delta(residual_in[j], delta[j]);
     const auto w_o_d = to_device(w_o);
+    DeviceArray<float> delta_d(delta.size());  // (H) or empty
     DeviceArray<uint16_t> residual_d(residual_in.size());
     DeviceArray<float> partials_d(size_t(kernels::kMaxNormPartials));
     const int64_t o_floats = kernels::qkv_attention_o_workspace_floats(H, c.q_heads, c.kv_heads, D);
@@ -1141,14 +1221,20 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
                                       o_workspace_d.get()};
     o_args.attention.workspace = nullptr;  // the op brings its own
     o_args.ring_stages = o_ring_stages;
+    o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
+    std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
+    if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
     o_runner->run(
-        label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : ""), o_args,
+        label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : "") +
+            (o_residual_delta ? " +residual_delta" : ""),
+        o_args,
         [&] {
           k_d.upload(k_cache);
           v_d.upload(v_cache);
           out_d.poison();
           q_scratch_d.poison();
           residual_d.upload(residual_in);
+          delta_d.upload(delta);  // the launch zeroes it
           partials_d.poison();
           // Partials NaN, the counters as the last launch left them (zero, or the test below fails).
           CUDA_OK(cudaMemsetAsync(reinterpret_cast<char*>(o_workspace_d.get()) + counter_bytes, 0xFF,
@@ -1166,7 +1252,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
               abs_sum += std::fabs(term);
             }
             const double dot_bound = kGemmRelTol * std::fabs(dot) + kGemmAccumTol * abs_sum;
-            const double want = double(ref::to_float(residual_in[size_t(i)])) + dot;
+            const double want = double(ref::to_float(residual_base[size_t(i)])) + dot;
             check.near(i, got[size_t(i)], want, dot_bound + bf16_ulp(std::fabs(want) + dot_bound));
           }
           expect_ok(check, run_label);
@@ -1194,8 +1280,15 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
           CUDA_OK(cudaMemcpy(counters.data(), o_workspace_d.get(), size_t(counter_bytes), cudaMemcpyDeviceToHost));
           EXPECT_EQ(std::count(counters.begin(), counters.end(), 0u), int64_t(counters.size()))
               << run_label << " | workspace counters not left zero";
+          if (o_residual_delta) {
+            const auto left = delta_d.download();
+            const int64_t nonzero =
+                std::count_if(left.begin(), left.end(), [](float v) { return v != 0.0f; });
+            EXPECT_EQ(nonzero, 0) << run_label << " | " << nonzero << " of " << H
+                                  << " residual_delta entries not left zero for the next MLP launch";
+          }
         },
-        c.required, {produced(qkv_d), produced(positions_d), produced(residual_d)});
+        c.required, o_produced);
     return;
   }
   runner.run(
@@ -1260,6 +1353,17 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   // The tuning field's other ring depths (the default picks 2 or 4).
   run_qkv_attention_case(unused, {"ctx=3000", kQHeads, kKvHeads, kHeadDim, {2999}, {}, 1, 3100}, &runner, kHidden, 8);
   run_qkv_attention_case(unused, {"ctx=100", kQHeads, kKvHeads, kHeadDim, {99}, {}, 1, 1100}, &runner, kHidden, 4);
+  // With the previous layer's MLP output owed to the residual (NormMlpArgs): folded in first, then zeroed.
+  run_qkv_attention_case(unused, {"ctx=1 delta", kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 1100, true},
+                         &runner, kHidden, 0, true);
+  run_qkv_attention_case(unused,
+                         {"ctx=1000 slot 2 delta", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
+                         &runner, kHidden, 0, true);
+  run_qkv_attention_case(unused,
+                         {"ctx=1000 slot 2 delta", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
+                         &runner, kHidden, 0, true);
+  run_qkv_attention_case(unused, {"hidden=1000 delta", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                         &runner, 1000, 0, true);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
@@ -1394,6 +1498,43 @@ TEST_F(GpuTest, ResidualAddMatchesReference) {
           expect_ok(check, run_label);
         },
         c.required, {produced(h_d), produced(delta_d)});
+  }
+}
+
+// ---- 09 layout --------------------------------------------------------------------------------------------
+// out = inᵀ bit for bit: the engine's one use (down_proj (hidden, inter) at load time, for v1_mlp_split_down)
+// and shapes that leave partial 32 x 32 tiles in one or both dimensions.
+TEST_F(GpuTest, TransposeMatchesHost) {
+  VersionRunner<TransposeArgs> runner(kernels::transpose_versions());
+  struct Case {
+    int64_t rows, cols;
+    bool required;
+  };
+  const std::vector<Case> cases = {{kHidden, kInter, true}, {1, 1, false},     {33, 70, false},
+                                   {70, 33, false},         {4096, 96, false}, {100, 3000, false},
+                                   {1, 1000, false},        {1000, 1, false}};
+  for (const Case& c : cases) {
+    const std::string label = "transpose rows=" + str(c.rows) + " cols=" + str(c.cols);
+    const auto in = random_bf16(size_t(c.rows * c.cols), case_seed(label), -4.0f, 4.0f);  // (rows, cols)
+    std::vector<uint16_t> want(in.size());                                                // (cols, rows)
+    for (int64_t i = 0; i < c.rows; ++i)
+      for (int64_t j = 0; j < c.cols; ++j) want[size_t(j * c.rows + i)] = in[size_t(i * c.cols + j)];
+    const auto in_d = to_device(in);
+    DeviceArray<uint16_t> out_d(want.size());
+    const TransposeArgs args{as_bf16(in_d), as_bf16(out_d), c.rows, c.cols};
+    runner.run(
+        label, args, [&] { out_d.poison(); },
+        [&](const std::string& run_label) {
+          const auto got = out_d.download();
+          Check check("out");
+          for (size_t i = 0; i < got.size(); ++i) check.exact(int64_t(i), got[i], want[i]);
+          expect_ok(check, run_label);
+          Check input("in (read only)");
+          const auto got_in = in_d.download();
+          for (size_t i = 0; i < got_in.size(); ++i) input.exact(int64_t(i), got_in[i], in[i]);
+          expect_ok(input, run_label);
+        },
+        c.required, {produced(in_d)});
   }
 }
 
@@ -1639,6 +1780,155 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
   }
 }
 
+// The delta form of the norm GEMVs' input (NormGemvArgs::residual_delta): h' = bf16(h + bf16(delta)) is
+// bit-exact, but Σ h'² is now the kernel's own fp32 sum in its own order, so its inv_rms may sit a few fp32
+// ulps from the oracle's and a normed value at a bf16 rounding boundary may round the other way. normed is
+// the oracle's activations; dev how far each may move for any inv_rms within kDeltaInvRmsSlack of the
+// oracle's (rounding is monotone in inv_rms, so the two ends bound it): 0 for almost every element. The
+// slack: a sum of k positive terms in fp32 over a tree of depth d is within d 2^-24 of the exact one (d ~ 30
+// here), inv_rms moves half as much plus a few fp32 ulps (divide, sqrt, reciprocal), well inside 2^-17.
+constexpr double kDeltaInvRmsSlack = 0x1p-17;
+
+struct DeltaNormInputs {
+  std::vector<uint16_t> residual, weight, normed;  // (max_m, k), (k), (max_m, k)
+  std::vector<float> delta, dev;                   // (max_m, k) fp32, (max_m, k)
+};
+
+// One token's delta-form norm (k values): h' = bf16(residual + bf16(delta)), normed = bf16(weight * bf16(h' *
+// inv_rms)) at the oracle's inv_rms (Σ h'² in double, then norm_prologue's fp32 formula), and dev: how far
+// each normed value may move for any inv_rms within kDeltaInvRmsSlack of it.
+void delta_normed(const uint16_t* residual, const float* delta, const std::vector<uint16_t>& weight,
+                  int64_t k, uint16_t* normed, float* dev) {
+  std::vector<float> h(static_cast<size_t>(k));
+  double exact = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    h[size_t(i)] = ref::to_float(add_delta(residual[i], delta[i]));
+    exact += double(h[size_t(i)]) * h[size_t(i)];
+  }
+  const float inv_rms = 1.0f / std::sqrt(float(exact) / float(k) + kEps);  // norm_prologue's formula
+  const float ends[2] = {float(inv_rms * (1.0 - kDeltaInvRmsSlack)),
+                         float(inv_rms * (1.0 + kDeltaInvRmsSlack))};
+  const auto normed_at = [&](float inv, int64_t i) {
+    return ref::to_bf16(ref::to_float(weight[size_t(i)]) * ref::round_bf16(h[size_t(i)] * inv));
+  };
+  for (int64_t i = 0; i < k; ++i) {
+    normed[i] = normed_at(inv_rms, i);
+    dev[i] = 0.0f;
+    for (const float end : ends)
+      dev[i] = std::max(dev[i], std::fabs(ref::to_float(normed_at(end, i)) - ref::to_float(normed[i])));
+  }
+}
+
+DeltaNormInputs make_delta_norm_inputs(const std::string& label, int64_t max_m, int64_t k) {
+  const uint64_t seed = case_seed(label + " delta norm inputs");
+  DeltaNormInputs in;
+  in.residual = random_bf16(size_t(max_m * k), ref::mix_seed(seed, 1), -8.0f, 8.0f);
+  in.delta = random_f32(in.residual.size(), ref::mix_seed(seed, 2), -4.0f, 4.0f);  // magnitudes like h's
+  in.weight = random_bf16(size_t(k), ref::mix_seed(seed, 3), -1.5f, 1.5f);
+  in.normed.resize(in.residual.size());
+  in.dev.resize(in.residual.size());
+  for (int64_t t = 0; t < max_m; ++t)
+    delta_normed(in.residual.data() + t * k, in.delta.data() + t * k, in.weight, k, in.normed.data() + t * k,
+                 in.dev.data() + t * k);
+  return in;
+}
+
+// The part of the norm GEMV bound the inv_rms slack adds: moved[t][j] = Σ_i dev[t][i] |w[j][i]| for the first
+// n rows of w (at least n, k), dev (m, k); (m, n).
+std::vector<double> moved_by_dev(const std::vector<float>& dev, const std::vector<uint16_t>& w, int64_t m,
+                                 int64_t n, int64_t k) {
+  std::vector<double> moved(size_t(m * n), 0.0);
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t i = 0; i < k; ++i) {
+      const double d = dev[size_t(t * k + i)];
+      if (d == 0) continue;
+      for (int64_t j = 0; j < n; ++j)
+        moved[size_t(t * n + j)] += d * std::fabs(ref::to_float(w[size_t(j * k + i)]));
+    }
+  return moved;
+}
+
+// The norm GEMVs with a residual delta, batch 1 (the engine's) and 3: y = normed · wᵀ within the gemm bound
+// plus Σ_i dev_i |w_i| (DeltaNormInputs); the partials are garbage the kernel must not read; residual and
+// delta left as they were. v9_gemv_norm_tma has no delta form and must refuse such args.
+TEST_F(GpuTest, NormGemvWithResidualDelta) {
+  VersionRunner<NormGemvArgs> runner(kernels::norm_gemv_versions());
+  const auto& v9 = kernels::find_version(kernels::norm_gemv_versions(), "v9_gemv_norm_tma");
+  struct Case {
+    std::string name;
+    int64_t n, k;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qkv", (kQHeads + 2 * kKvHeads) * kHeadDim, kHidden, true},
+      {"n=200 k=64", 200, 64, false},
+      {"n=7 k=128 (fewer rows than blocks)", 7, 128, false},
+  };
+  constexpr int64_t kMaxM = 3, kGarbagePartials = 132;
+  for (const Case& c : cases) {
+    const std::string base = "norm_gemv residual_delta " + c.name + " n=" + str(c.n) + " k=" + str(c.k);
+    const DeltaNormInputs in = make_delta_norm_inputs(base, kMaxM, c.k);
+    const auto w =
+        random_bf16(size_t(c.n * c.k), ref::mix_seed(case_seed(base), 4), -0.05f, 0.05f);  // (n, k)
+    std::vector<int64_t> rows(static_cast<size_t>(kMaxM));
+    std::iota(rows.begin(), rows.end(), 0);
+    std::vector<float> exact(size_t(kMaxM * c.n)), abs_sum(exact.size());  // (3, n)
+    ref::gemm(in.normed.data(), w.data(), c.n, c.k, rows, exact.data(), abs_sum.data());
+    const std::vector<double> moved = moved_by_dev(in.dev, w, kMaxM, c.n, c.k);  // (3, n): Σ_i dev_i |w_ji|
+    // Large positive values: summed, they would make inv_rms several times too small.
+    std::vector<float> garbage =
+        random_f32(size_t(kMaxM * kernels::kMaxNormPartials), ref::mix_seed(case_seed(base), 5), 1e4f, 1e6f);
+    auto residual_d = to_device(in.residual);  // re-uploaded before every run: it must stay as it is
+    auto delta_d = to_device(in.delta);
+    const auto partials_d = to_device(garbage);
+    const auto weight_d = to_device(in.weight);
+    const auto w_d = to_device(w);
+    for (const int64_t m : {int64_t(1), kMaxM}) {
+      const std::string label = base + " m=" + str(m);
+      DeviceArray<uint16_t> y_d(size_t(m * c.n));  // (m, n)
+      NormGemvArgs args{as_bf16(residual_d),
+                        partials_d.get(),
+                        kGarbagePartials,
+                        as_bf16(weight_d),
+                        kEps,
+                        as_bf16(w_d),
+                        as_bf16(y_d),
+                        m,
+                        c.n,
+                        c.k,
+                        m == kMaxM ? 0.5f : 0.0f};  // m == 3: also the late PDL trigger
+      args.residual_delta = delta_d.get();
+      EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
+      runner.run(
+          label, args,
+          [&] {
+            residual_d.upload(in.residual);
+            delta_d.upload(in.delta);
+            y_d.poison();
+          },
+          [&](const std::string& run_label) {
+            const auto got = y_d.download();
+            Check check("y");
+            for (int64_t i = 0; i < m * c.n; ++i) {
+              const double e = exact[size_t(i)];
+              check.near(i, got[size_t(i)], e,
+                         kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(i)] + moved[size_t(i)]);
+            }
+            expect_ok(check, run_label, kGemmFrobenius);
+            const auto got_residual = residual_d.download();
+            Check residual("residual (read only)");
+            for (size_t i = 0; i < got_residual.size(); ++i)
+              residual.exact(int64_t(i), got_residual[i], in.residual[i]);
+            expect_ok(residual, run_label);
+            const auto got_delta = delta_d.download();
+            EXPECT_EQ(std::memcmp(got_delta.data(), in.delta.data(), in.delta.size() * sizeof(float)), 0)
+                << run_label << " | residual_delta (read only) changed";
+          },
+          c.required, {produced(residual_d), produced(delta_d)});
+    }
+  }
+}
+
 // The bounds of GateUpSwigluMatchesReference (g and u rounded from anywhere within 2^-18 sum |x w| of the
 // exact sums; two bf16 ulps for expf and the product) from the exact gate|up products: exact, abs_sum (rows,
 // 2 * inter) -> center, spread (rows, inter).
@@ -1725,6 +2015,350 @@ TEST_F(GpuTest, NormGateUpSwigluMatchesReference) {
             },
             c.required, {produced(residual_d), produced(partials_d)});
       }
+  }
+}
+
+// ---- 05 the MLP sublayer in one launch (batch 1) ----------------------------------------------------------
+// act_j = bf16(bf16(silu(g_j)) * u_j) at the oracle's bf16 roundings of the exact gate and up sums (center),
+// and the farthest from it any value a kernel may legitimately produce lies (dist): g and u rounded from
+// anywhere within 2^-18 Σ|x w| of the exact sums (swiglu_bounds' slack), silu within 2^-20 relative of the
+// exact value (device expf, its 1 + e and the divide: a few fp32 ulps). The product of two bf16 values is
+// exact in fp32, so its rounding adds nothing. dist is 0 for almost every feature: only values at a bf16
+// rounding boundary move. exact, abs_sum: (2 * inter) gate sums then up sums; center, dist: (inter).
+void swiglu_ranges(const std::vector<float>& exact, const std::vector<float>& abs_sum, int64_t inter,
+                   std::vector<double>& center, std::vector<double>& dist) {
+  center.assign(size_t(inter), 0.0);
+  dist.assign(size_t(inter), 0.0);
+  for (int64_t j = 0; j < inter; ++j) {
+    auto roundings = [&](size_t index) {
+      const double value = exact[index], slack = 0x1p-18 * abs_sum[index];
+      return std::array<uint16_t, 3>{ref::to_bf16(float(value - slack)), ref::to_bf16(float(value)),
+                                     ref::to_bf16(float(value + slack))};
+    };
+    const auto gates = roundings(size_t(j)), ups = roundings(size_t(inter + j));
+    center[size_t(j)] = ref::to_float(ref::swiglu(gates[1], ups[1]));
+    for (const uint16_t gate : gates)
+      for (const uint16_t up : ups) {
+        const double g = ref::to_float(gate), silu = g / (1.0 + std::exp(-g));
+        for (const double f : {1.0 - 0x1p-20, 1.0 + 0x1p-20}) {
+          const float act = ref::round_bf16(ref::round_bf16(float(silu * f)) * ref::to_float(up));
+          dist[size_t(j)] = std::max(dist[size_t(j)], std::fabs(double(act) - center[size_t(j)]));
+        }
+      }
+  }
+}
+
+// The MLP sublayer of one token on random inputs (NormMlpArgs) and what it must add to the delta: normed
+// bit-exact from the partials (NormInputs), act as swiglu_ranges, down_i = Σ_j w_down[i][j] act_j, down_abs_i
+// = Σ_j |w_ij act_j| and down_moved_i = Σ_j |w_ij| dist_j.
+struct MlpProblem {
+  NormInputs in;                                   // one token: residual, norm weight, normed (bit-exact)
+  std::vector<uint16_t> w_gate_up;                 // (2 * inter, hidden): gate rows, then up rows
+  std::vector<uint16_t> w_down_t;                  // (inter, hidden): down_proj (hidden, inter) transposed
+  std::vector<double> down, down_abs, down_moved;  // (hidden)
+};
+
+MlpProblem make_mlp_problem(const std::string& base, int64_t hidden, int64_t inter) {
+  const uint64_t seed = case_seed(base);
+  MlpProblem p;
+  p.in = make_norm_inputs(base, 1, hidden);
+  p.w_gate_up = random_bf16(size_t(2 * inter * hidden), ref::mix_seed(seed, 4), -0.05f, 0.05f);
+  {
+    const auto w_down =
+        random_bf16(size_t(hidden * inter), ref::mix_seed(seed, 5), -0.05f, 0.05f);  // (hidden, inter)
+    p.w_down_t.resize(w_down.size());
+    for (int64_t i = 0; i < hidden; ++i)
+      for (int64_t j = 0; j < inter; ++j) p.w_down_t[size_t(j * hidden + i)] = w_down[size_t(i * inter + j)];
+  }
+  std::vector<float> exact(size_t(2 * inter)), abs_sum(exact.size());  // (2 * inter)
+  const std::vector<int64_t> row0 = {0};
+  ref::gemm(p.in.normed.data(), p.w_gate_up.data(), 2 * inter, hidden, row0, exact.data(), abs_sum.data());
+  std::vector<double> act, dist;  // (inter)
+  swiglu_ranges(exact, abs_sum, inter, act, dist);
+  p.down.assign(size_t(hidden), 0.0);
+  p.down_abs.assign(size_t(hidden), 0.0);
+  p.down_moved.assign(size_t(hidden), 0.0);
+  for (int64_t j = 0; j < inter; ++j) {
+    const uint16_t* row = p.w_down_t.data() + j * hidden;  // column j of down_proj
+    const double a = act[size_t(j)], d = dist[size_t(j)];
+    for (int64_t i = 0; i < hidden; ++i) {
+      const double w = ref::to_float(row[i]);
+      p.down[size_t(i)] += w * a;
+      p.down_abs[size_t(i)] += std::fabs(w * a);
+      p.down_moved[size_t(i)] += std::fabs(w) * d;
+    }
+  }
+  return p;
+}
+
+// The delta after `launches` launches starting from delta_in (want = delta_in + launches * down) and its
+// bound: each launch adds down within 2^-12 (down_abs + |the delta before it|) + down_moved
+// (NormMlpMatchesReference), the delta before launch l (from 0) within |delta_in| + l down_abs, plus 2^-10 of
+// the sum for the earlier launches' own errors when there are several.
+void mlp_delta_expectation(const MlpProblem& p, const std::vector<float>& delta_in, int launches,
+                           std::vector<double>& want, std::vector<double>& bound) {
+  want.resize(p.down.size());
+  bound.resize(p.down.size());
+  for (size_t i = 0; i < p.down.size(); ++i) {
+    want[i] = double(delta_in[i]) + launches * p.down[i];
+    double b = 0;
+    for (int l = 0; l < launches; ++l)
+      b += kGemmAccumTol * (p.down_abs[i] * (1 + l) + std::fabs(delta_in[i])) + p.down_moved[i];
+    bound[i] = launches == 1 ? b : b * (1 + 0x1p-10);
+  }
+}
+
+// residual_delta += down(act) for the whole sublayer in one launch (NormMlpArgs), as MlpProblem. Bound: 2^-12
+// (Σ_j |w_ij act_j| + |delta before|), the gemm bound's fp32 term (per-thread chains over a CTA's features,
+// then one reduction per CTA into the delta, in no fixed order), plus Σ_j |w_ij| dist_j; relative Frobenius
+// error <= 5e-3 (a CTA's block of features lost moves it by about (features / inter)^1/2). The delta is an
+// accumulator, so it cannot be poisoned: it starts at 0 (as the engine leaves it) or, to check the "+=", at
+// random values. The residual is read only. (v3_mlp_qkv_next refuses these args:
+// NormMlpNextQkvMatchesReference.)
+TEST_F(GpuTest, NormMlpMatchesReference) {
+  VersionRunner<NormMlpArgs> runner(kernels::norm_mlp_versions());
+  struct Run {
+    int32_t prewait_rows;  // -1: the version's default
+    int64_t partials;      // norm partials the residual's producer left
+    bool accumulate;       // the delta starts at random values instead of 0
+  };
+  struct Case {
+    std::string name;
+    int64_t hidden, inter;
+    int32_t ctas;  // 0: one per SM
+    std::vector<Run> runs;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", kHidden, kInter, 0, {{-1, 132, false}, {-1, 3, true}}, true},
+      {"qwen3-0.6b", 1024, 3072, 0, {{-1, 3, false}, {0, 132, false}, {8, 3, true}}, false},
+      {"hidden=5120 (two vectors a thread)", 5120, 1000, 0, {{-1, 3, false}}, false},
+      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true}}, false},
+      {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false}, {-1, 132, true}}, false},
+  };
+  for (const Case& c : cases) {
+    const std::string base =
+        "norm_mlp " + c.name + " hidden=" + str(c.hidden) + " inter=" + str(c.inter) + " ctas=" + str(c.ctas);
+    const MlpProblem p = make_mlp_problem(base, c.hidden, c.inter);
+    auto residual_d = to_device(p.in.residual);  // re-uploaded before every run: it must stay as it is
+    const auto weight_d = to_device(p.in.weight);
+    const auto w_gate_up_d = to_device(p.w_gate_up);
+    const auto w_down_t_d = to_device(p.w_down_t);
+    DeviceArray<float> delta_d(size_t(c.hidden));  // (1, hidden)
+    for (const Run& r : c.runs) {
+      const std::string label = base + " prewait_rows=" + str(r.prewait_rows) +
+                                " partials=" + str(r.partials) + (r.accumulate ? " delta+=" : "");
+      const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, r.partials, true, case_seed(label)));
+      const std::vector<float> delta_in =  // (hidden): what the delta holds before the launch
+          r.accumulate ? random_f32(size_t(c.hidden), ref::mix_seed(case_seed(label), 1), -2.0f, 2.0f)
+                       : std::vector<float>(size_t(c.hidden), 0.0f);
+      std::vector<double> want, bound;
+      mlp_delta_expectation(p, delta_in, 1, want, bound);
+      NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    r.partials,    as_bf16(weight_d), kEps,
+                       as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
+      args.ctas = c.ctas;
+      args.prewait_rows = r.prewait_rows;
+      runner.run(
+          label, args,
+          [&] {
+            residual_d.upload(p.in.residual);
+            delta_d.upload(delta_in);
+          },
+          [&](const std::string& run_label) {
+            expect_f32_near("residual_delta", delta_d.download(), want, bound, run_label, kGemmFrobenius);
+            const auto got_residual = residual_d.download();
+            Check residual("residual (read only)");
+            for (size_t i = 0; i < got_residual.size(); ++i)
+              residual.exact(int64_t(i), got_residual[i], p.in.residual[i]);
+            expect_ok(residual, run_label);
+          },
+          c.required, {produced(residual_d), produced(partials_d), produced(delta_d)});
+    }
+  }
+}
+
+// v3_mlp_qkv_next launched twice back to back on the same stream (so in a graph the second is the first's PDL
+// dependent) with the same args: the second launch finds the sync words the first left and adds its partials
+// to the first's delta.
+const kernels::KernelVersion<NormMlpArgs>& mlp_qkv_next_version() {
+  return kernels::find_version(kernels::norm_mlp_versions(), "v3_mlp_qkv_next");
+}
+void launch_mlp_qkv_next_twice(const NormMlpArgs& a, cudaStream_t stream) {
+  mlp_qkv_next_version().launch(a, stream);
+  mlp_qkv_next_version().launch(a, stream);
+}
+bool mlp_qkv_next_supports(const NormMlpArgs& a) {
+  const auto& v = mlp_qkv_next_version();
+  return v.supports == nullptr || v.supports(a);
+}
+
+// The MLP sublayer with the next layer's QKV norm GEMV in the same launch (NormMlpArgs' next fields,
+// v3_mlp_qkv_next). residual_delta as NormMlpMatchesReference (mlp_delta_expectation). next_out = w_next · x
+// against an oracle built from the kernel's own delta, downloaded after the launch (as QkvAttentionODecode
+// judges the residual from the kernel's own attention output): h' = bf16(residual + bf16(delta)) bit-exact
+// from it, the norm with the inv_rms slack of NormGemvWithResidualDelta (the kernel sums h'² in its own fp32
+// order), then the gemm bound plus Σ_i dev_i |w_ji| and relative Frobenius error <= 5e-3; next_out is
+// poisoned before every launch and the entries past next_rows must stay poison. The residual is read only,
+// and both sync words are zero after every launch. One sync buffer serves the whole test and is never reset:
+// every launch relies on the one before it having put the words back. Each run also goes twice back to back
+// with no host step between (directly, and in one graph with PDL: the delta then holds both launches'
+// partials, next_out the second's). next_rows below the CTA count leaves CTAs without next rows, which must
+// still arrive at the grid-wide wait (if one did not, the others would spin until spin_until_at_least traps
+// and the context is lost). v1 and v2 must refuse args with w_next set; v3 args missing any next field, or
+// with more CTAs than SMs.
+TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
+  const auto& versions = kernels::norm_mlp_versions();
+  const auto& v1 = kernels::find_version(versions, "v1_mlp_split_down");
+  const auto& v2 = kernels::find_version(versions, "v2_mlp_split_down_ring");
+  const auto& v3 = mlp_qkv_next_version();
+  VersionRunner<NormMlpArgs> runner(versions);
+  VersionRunner<NormMlpArgs> twice_runner(std::vector<VersionUnderTest<NormMlpArgs>>{
+      {"v3_mlp_qkv_next twice", &launch_mlp_qkv_next_twice, &mlp_qkv_next_supports, true}});
+  struct Run {
+    int32_t prewait_rows;  // -1: the version's default
+    int64_t partials;      // norm partials the residual's producer left
+    bool accumulate;       // the delta starts at random values instead of 0
+    int64_t next_rows;
+  };
+  struct Case {
+    std::string name;
+    int64_t hidden, inter;
+    int32_t ctas;  // 0: one per SM
+    std::vector<Run> runs;
+    bool required;
+  };
+  // Next rows: the Qwen3 QKV rows (q_heads + 2 kv_heads) * 128 at the model's hidden size, and odd counts,
+  // some below the CTA count (7 of one per SM, 3 of 5 CTAs).
+  constexpr int64_t kQkvRows = (kQHeads + 2 * kKvHeads) * kHeadDim;  // 6144
+  const std::vector<Case> cases = {
+      {"qwen3-8b",
+       kHidden,
+       kInter,
+       0,
+       {{-1, 132, false, kQkvRows}, {-1, 3, true, kQkvRows}, {-1, 3, false, 7}},
+       true},
+      {"qwen3-0.6b", 1024, 3072, 0, {{-1, 3, false, 4096}, {0, 132, false, 7}, {8, 3, true, 200}}, false},
+      {"hidden=5120 (two vectors a thread)", 5120, 1000, 0, {{-1, 3, false, 7168}, {-1, 3, true, 7}}, false},
+      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true, 3}, {-1, 3, false, 200}}, false},
+      {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false, 7}, {-1, 132, true, 200}}, false},
+  };
+  constexpr int64_t kGuard = 8;  // next_out entries past next_rows, poisoned: they must stay so
+  DeviceArray<uint32_t> sync_d(2);
+  const std::vector<uint32_t> zero_words = {0u, 0u};
+  sync_d.upload(zero_words);
+  for (const Case& c : cases) {
+    const std::string base = "norm_mlp next_qkv " + c.name + " hidden=" + str(c.hidden) +
+                             " inter=" + str(c.inter) + " ctas=" + str(c.ctas);
+    const uint64_t seed = case_seed(base);
+    const MlpProblem p = make_mlp_problem(base, c.hidden, c.inter);
+    int64_t max_next_rows = 0;
+    for (const Run& r : c.runs) max_next_rows = std::max(max_next_rows, r.next_rows);
+    const auto next_weight = random_bf16(size_t(c.hidden), ref::mix_seed(seed, 6), -1.5f, 1.5f);  // (hidden)
+    const auto w_next = random_bf16(size_t(max_next_rows * c.hidden), ref::mix_seed(seed, 7), -0.05f,
+                                    0.05f);  // (max_next_rows, hidden): a run uses the first next_rows rows
+    auto residual_d = to_device(p.in.residual);  // re-uploaded before every run: it must stay as it is
+    const auto weight_d = to_device(p.in.weight);
+    const auto w_gate_up_d = to_device(p.w_gate_up);
+    const auto w_down_t_d = to_device(p.w_down_t);
+    const auto next_weight_d = to_device(next_weight);
+    const auto w_next_d = to_device(w_next);
+    DeviceArray<float> delta_d(size_t(c.hidden));  // (1, hidden)
+    for (const Run& r : c.runs) {
+      const std::string label = base + " next_rows=" + str(r.next_rows) +
+                                " prewait_rows=" + str(r.prewait_rows) + " partials=" + str(r.partials) +
+                                (r.accumulate ? " delta+=" : "");
+      const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, r.partials, true, case_seed(label)));
+      const std::vector<float> delta_in =  // (hidden): what the delta holds before the launch
+          r.accumulate ? random_f32(size_t(c.hidden), ref::mix_seed(case_seed(label), 1), -2.0f, 2.0f)
+                       : std::vector<float>(size_t(c.hidden), 0.0f);
+      DeviceArray<uint16_t> next_out_d(size_t(r.next_rows + kGuard));
+      NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    r.partials,    as_bf16(weight_d), kEps,
+                       as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
+      args.ctas = c.ctas;
+      args.prewait_rows = r.prewait_rows;
+      args.next_norm_weight = as_bf16(next_weight_d);
+      args.w_next = as_bf16(w_next_d);
+      args.next_out = as_bf16(next_out_d);
+      args.next_rows = r.next_rows;
+      args.sync = sync_d.get();
+
+      EXPECT_FALSE(v1.supports(args)) << label << " | " << v1.name << " must refuse args with w_next set";
+      EXPECT_FALSE(v2.supports(args)) << label << " | " << v2.name << " must refuse args with w_next set";
+      const auto expect_v3_refuses = [&](const char* what, void (*edit)(NormMlpArgs&)) {
+        NormMlpArgs a = args;
+        edit(a);
+        EXPECT_FALSE(v3.supports(a)) << label << " | " << v3.name << " must refuse args " << what;
+      };
+      expect_v3_refuses("without the next fields", [](NormMlpArgs& a) {
+        a.next_norm_weight = nullptr;
+        a.w_next = nullptr;
+        a.next_out = nullptr;
+        a.next_rows = 0;
+        a.sync = nullptr;
+      });
+      expect_v3_refuses("without w_next", [](NormMlpArgs& a) { a.w_next = nullptr; });
+      expect_v3_refuses("without next_norm_weight", [](NormMlpArgs& a) { a.next_norm_weight = nullptr; });
+      expect_v3_refuses("without next_out", [](NormMlpArgs& a) { a.next_out = nullptr; });
+      expect_v3_refuses("without sync", [](NormMlpArgs& a) { a.sync = nullptr; });
+      expect_v3_refuses("with next_rows = 0", [](NormMlpArgs& a) { a.next_rows = 0; });
+      expect_v3_refuses("with more CTAs than SMs (not all resident for the grid-wide wait)",
+                        [](NormMlpArgs& a) { a.ctas = int32_t(kernels::device_sm_count()) + 1; });
+      if (!v3.supports(args)) {
+        if (c.required) ADD_FAILURE() << label << " | " << v3.name << " refuses the Qwen3-8B shape";
+        std::printf("[ skipped  ] %s | %s: supports() false on this device\n", label.c_str(), v3.name);
+      }
+
+      for (const int launches : {1, 2}) {
+        std::vector<double> want, bound;
+        mlp_delta_expectation(p, delta_in, launches, want, bound);
+        const auto check = [&](const std::string& run_label) {
+          const auto words = sync_d.download();
+          if (words[0] != 0 || words[1] != 0) {
+            ADD_FAILURE() << run_label << " | sync words left at " << words[0] << ", " << words[1]
+                          << " (must be 0, 0 for the next launch)";
+            sync_d.upload(zero_words);  // so that the later runs do not wait on them
+          }
+          const auto got_delta = delta_d.download();
+          expect_f32_near("residual_delta", got_delta, want, bound, run_label, kGemmFrobenius);
+          const auto got_residual = residual_d.download();
+          Check residual("residual (read only)");
+          for (size_t i = 0; i < got_residual.size(); ++i)
+            residual.exact(int64_t(i), got_residual[i], p.in.residual[i]);
+          expect_ok(residual, run_label);
+
+          // The oracle of next_out from the delta the kernel left (and read after its grid-wide wait).
+          if (!std::all_of(got_delta.begin(), got_delta.end(), [](float v) { return std::isfinite(v); })) {
+            ADD_FAILURE() << run_label << " | next_out not checked: the delta is not finite";
+            return;
+          }
+          std::vector<uint16_t> normed(size_t(c.hidden));
+          std::vector<float> dev(size_t(c.hidden));
+          delta_normed(p.in.residual.data(), got_delta.data(), next_weight, c.hidden, normed.data(),
+                       dev.data());
+          std::vector<float> exact(size_t(r.next_rows)), abs_sum(exact.size());
+          const std::vector<int64_t> row0 = {0};
+          ref::gemm(normed.data(), w_next.data(), r.next_rows, c.hidden, row0, exact.data(), abs_sum.data());
+          const std::vector<double> moved = moved_by_dev(dev, w_next, 1, r.next_rows, c.hidden);
+          const auto got = next_out_d.download();
+          Check out("next_out");
+          for (int64_t j = 0; j < r.next_rows; ++j) {
+            const double e = exact[size_t(j)];
+            out.near(j, got[size_t(j)], e,
+                     kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(j)] + moved[size_t(j)]);
+          }
+          for (int64_t j = r.next_rows; j < r.next_rows + kGuard; ++j) out.untouched(j, got[size_t(j)]);
+          expect_ok(out, run_label, kGemmFrobenius);
+        };
+        (launches == 1 ? runner : twice_runner)
+            .run(label + (launches == 1 ? "" : " twice back to back"), args,
+                 [&] {
+                   residual_d.upload(p.in.residual);
+                   delta_d.upload(delta_in);
+                   next_out_d.poison();
+                 },
+                 check, c.required, {produced(residual_d), produced(partials_d), produced(delta_d)});
+      }
+    }
   }
 }
 

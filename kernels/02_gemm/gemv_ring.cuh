@@ -1,0 +1,161 @@
+// The shared-memory row ring of the one-CTA-per-SM batch-1 decode GEMVs (v1_mlp_split_down.cu's v2-v4,
+// v12_gemv_norm_ring): a weight row (hidden bf16) is read by the whole CTA at once, one 16-byte piece per thread
+// (kVecs pieces where hidden / 8 > kThreads). Each thread copies its pieces with cp.async into a ring of kStages
+// groups of kGroup rows and reads back only what it copied itself, so no barrier guards the ring and no register is
+// held while bytes are in flight: kStages - 1 groups (Qwen3-8B: 2 x 64 KB a CTA) stream while one is multiplied.
+// Why not registers (v1_mlp_split_down): with one CTA per SM the register file bounds the bytes in flight to a few
+// rows, and a row's dependent chain (FMAs, warp sum) then sets the pace (ITERATIONS.md session 6).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels::gemv_ring {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kWarpSize;
+
+template <int kVecs, int kGroup, int kStages>
+struct Ring {
+  static_assert(kStages >= 2, "one group multiplied, at least one in flight");
+  static constexpr int64_t kRowVecs = int64_t(kVecs) * kThreads;  // a row's slot, in 16-byte pieces
+  static constexpr size_t kBytes = size_t(kStages) * kGroup * kRowVecs * 16;
+
+  uint4* base;      // (kStages, kGroup, kRowVecs) in shared memory
+  int64_t vecs;     // 16-byte pieces of a row: hidden / 8 <= kRowVecs
+  uint64_t policy;  // L2 policy of the copies (evict-first: weights are read once a token)
+
+  __device__ uint4* stage(int64_t g) const { return base + (g % kStages) * kGroup * kRowVecs; }
+
+  // This thread's pieces of rows [first, min(first + kGroup, end)) into stage g % kStages, row_ptr(r) a row's
+  // global address, as one cp.async group. Always commits, also when there is nothing to copy (past the last
+  // group), so that the wait_group count in read() stays exact.
+  template <class RowPtr>
+  __device__ void issue(int64_t g, int64_t first, int64_t end, RowPtr&& row_ptr) const {
+    uint4* s = stage(g);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      if (first + j >= end) break;
+      const uint4* src = row_ptr(first + j);
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+        if (col < vecs) cp_async_16B_policy(s + j * kRowVecs + col, src + col, policy);
+      }
+    }
+    cp_async_commit();
+  }
+
+  // Waits for group g (issued kStages - 2 groups before the newest) and copies this thread's pieces of its rows
+  // [first, end) into w; zeros past end or past the row. PRECOND: groups issued in order, g the oldest unread.
+  __device__ void read(int64_t g, int64_t first, int64_t end, uint4 (&w)[kGroup][kVecs]) const {
+    cp_async_wait<kStages - 2>();
+    const uint4* s = stage(g);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j)
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+        w[j][v] = col < vecs && first + j < end ? s[j * kRowVecs + col] : make_uint4(0, 0, 0, 0);
+      }
+  }
+};
+
+// kGroup dot products of this thread's pieces of kGroup rows with its x, summed over the warp and returned
+// transposed (warp_sum_transposed): lane l holds the warp's sum for row warp_sum_transposed_index<kGroup>(l).
+template <int kVecs, int kGroup>
+__device__ __forceinline__ float dot_group(const uint4 (&w)[kGroup][kVecs], const float (&x)[kVecs][8]) {
+  float dot[kGroup];
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) {
+    dot[j] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      float wf[8];
+      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[j][v]), wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dot[j] += wf[e] * x[v][e];
+    }
+  }
+  return warp_sum_transposed<kGroup>(dot);
+}
+
+// The normed input at this thread's columns, x = bf16(w * bf16(h * inv_rms)) as gemv_fused::norm_prologue makes
+// it, inv_rms from the producer's partial sums of squares (every warp sums them in norm_prologue's order, so every
+// CTA gets the same bits). Zeros past the row.
+template <int kVecs>
+__device__ __forceinline__ void normed_from_partials(const bf16* residual, const float* partials,
+                                                     int64_t partial_count, const bf16* norm_weight, float eps,
+                                                     int64_t hidden, float (&x)[kVecs][8]) {
+  const int lane = threadIdx.x % kWarpSize;
+  float sum_sq = 0.0f;
+  for (int64_t i = lane; i < partial_count; i += kWarpSize) sum_sq += partials[i];
+  sum_sq = warp_sum(sum_sq);
+  const float inv_rms = 1.0f / sqrtf(sum_sq / float(hidden) + eps);
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
+    if (col >= hidden / 8) continue;
+    float h[8], w[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(norm_weight)[col], w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(h[e] * inv_rms));
+  }
+}
+
+// The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta): the CTA sums
+// h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in
+// v3_mlp_qkv_next other CTAs of the same launch wrote it. PRECOND: every thread of the CTA calls it
+// (two barriers); warp_sq holds kWarps floats of shared memory.
+template <int kVecs>
+__device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, const bf16* norm_weight,
+                                                  float eps, int64_t hidden, float* warp_sq, float (&x)[kVecs][8]) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  float hn[kVecs][8];
+  float sq = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) hn[v][e] = 0.0f;
+    if (col >= hidden / 8) continue;
+    float h[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
+    const float4 d0 = __ldcg(reinterpret_cast<const float4*>(delta) + 2 * col);
+    const float4 d1 = __ldcg(reinterpret_cast<const float4*>(delta) + 2 * col + 1);
+    const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      hn[v][e] = bf16_round(h[e] + bf16_round(d[e]));
+      sq += hn[v][e] * hn[v][e];
+    }
+  }
+  sq = warp_sum(sq);
+  __syncthreads();  // warp_sq may still be read by an earlier call
+  if (lane == 0) warp_sq[warp] = sq;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
+  const float inv_rms = 1.0f / sqrtf(total / float(hidden) + eps);
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
+    if (col >= hidden / 8) continue;
+    float w[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(norm_weight)[col], w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(hn[v][e] * inv_rms));
+  }
+}
+
+}  // namespace qwen3::kernels::gemv_ring

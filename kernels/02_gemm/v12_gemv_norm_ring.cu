@@ -1,0 +1,113 @@
+// v12_gemv_norm_ring: the batch-1 QKV GEMV with its RMSNorm folded in (NormGemvArgs, residual_delta too), on
+// gemv_ring's shared-memory ring with one CTA per SM.
+// Why: the layer time line of session 6 (bench/layer_timeline.py over --mlp-trace and --attention-o-trace) put
+// v10's QKV GEMV at 21.6 us a layer for its 50 MB (2.3 TB/s, half the read peak) between the MLP's last CTA and the
+// attention's PDL wait. A warp of v10 streams its two 8 KB rows in 8 dependent round trips of 2 KB: the bytes in
+// flight per warp, not HBM, set the pace. Here each CTA owns ~n / SMs contiguous rows (Qwen3-8B: 46-47, 6 groups
+// of 8), copies the first kStages - 1 groups (128 KB) into shared memory from the moment it is resident (before
+// the PDL wait: weights), and multiplies 8 rows at a time with one transposed warp sum; the 16 warp sums of a row
+// meet in shared memory at the end. Other batch sizes and shapes the ring does not take: v10.
+#include <cuda_runtime.h>
+
+#include "kernels/02_gemm/gemv_ring.cuh"
+#include "kernels/common/check.h"
+#include "kernels/common/launch.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+
+bool gemv_norm_v10_supports(const NormGemvArgs& a);
+void launch_gemv_norm_v10(const NormGemvArgs& a, cudaStream_t stream);
+
+namespace {
+
+using gemv_ring::kThreads;
+using gemv_ring::kWarps;
+constexpr int kStages = 3;
+
+template <int kVecs, int kGroup>
+__global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
+  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float warp_sq[kWarps];
+  pdl_launch_dependents();
+  const int64_t ctas = gridDim.x;
+  const int64_t row0 = blockIdx.x * a.n / ctas;
+  const int64_t rows = (blockIdx.x + 1) * a.n / ctas - row0;
+  const int64_t dots_stride = (a.n + ctas - 1) / ctas;
+  const Ring ring{reinterpret_cast<uint4*>(smem_raw), a.k / 8, make_evict_first_policy()};
+  float* dots = reinterpret_cast<float*>(smem_raw + Ring::kBytes);  // (kWarps, dots_stride): warp sums per row
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t groups = (rows + kGroup - 1) / kGroup;
+  const auto row_ptr = [&](int64_t r) { return reinterpret_cast<const uint4*>(a.w + (row0 + r) * a.k); };
+  const auto issue = [&](int64_t g) { ring.issue(g, g * kGroup, rows, row_ptr); };
+
+  for (int g = 0; g < kStages - 1; ++g)
+    if (g < prewait_groups) issue(g);
+  pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  for (int g = 0; g < kStages - 1; ++g)
+    if (g >= prewait_groups) issue(g);
+  float x[kVecs][8];
+  if (a.residual_delta != nullptr)
+    gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.norm_weight, a.eps, a.k, warp_sq, x);
+  else
+    gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k,
+                                           x);
+
+  for (int64_t g = 0; g < groups; ++g) {
+    uint4 w[kGroup][kVecs];
+    ring.read(g, g * kGroup, rows, w);
+    issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
+    const float total = gemv_ring::dot_group<kVecs, kGroup>(w, x);
+    const int64_t row = g * kGroup + warp_sum_transposed_index<kGroup>(lane);
+    if (lane % (kWarpSize / kGroup) == 0 && row < rows) dots[warp * dots_stride + row] = total;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < rows; i += kThreads) {
+    float y = 0.0f;
+    for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
+    a.y[row0 + i] = __float2bfloat16_rn(y);
+  }
+}
+
+template <int kVecs, int kGroup>
+size_t smem_for(const NormGemvArgs& a) {
+  const int64_t ctas = device_sm_count();
+  return gemv_ring::Ring<kVecs, kGroup, kStages>::kBytes + size_t(kWarps * ((a.n + ctas - 1) / ctas)) * sizeof(float);
+}
+
+size_t ring_smem_for(const NormGemvArgs& a) { return a.k / 8 <= kThreads ? smem_for<1, 8>(a) : smem_for<2, 4>(a); }
+
+bool ring_supports(const NormGemvArgs& a) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.m == 1 && a.n >= 1 && a.k >= 8 && a.k % 8 == 0 && a.k / 8 <= 2 * kThreads && aligned(a.residual) &&
+         aligned(a.norm_weight) && aligned(a.w) && aligned(a.residual_delta) &&
+         (a.residual_delta != nullptr || (a.partial_count >= 1 && a.partial_count <= kMaxNormPartials)) &&
+         ring_smem_for(a) <= size_t(device_optin_smem_bytes());
+}
+
+template <int kVecs, int kGroup>
+void launch_ring(const NormGemvArgs& a, cudaStream_t stream) {
+  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup>;
+  const size_t smem = smem_for<kVecs, kGroup>(a);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Every group the ring holds in flight is issued before the PDL wait: the CTA becomes resident only as the
+  // kernel before it (the MLP, a whole SM a CTA) leaves its SM, so these copies fill that kernel's tail.
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kStages - 1);
+}
+
+}  // namespace
+
+bool gemv_norm_v12_supports(const NormGemvArgs& a) { return ring_supports(a) || gemv_norm_v10_supports(a); }
+
+void launch_gemv_norm_v12(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!ring_supports(a)) return launch_gemv_norm_v10(a, stream);
+  if (a.k / 8 <= kThreads)
+    launch_ring<1, 8>(a, stream);
+  else
+    launch_ring<2, 4>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels

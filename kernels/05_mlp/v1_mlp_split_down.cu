@@ -1,0 +1,497 @@
+// v1_mlp_split_down: the batch-1 MLP sublayer (RMSNorm, gate|up, SwiGLU, down) in one launch with no grid-wide wait
+// inside (kernels.h NormMlpArgs).
+//
+// Why: in the chain, gate|up and down are two kernels, and the down GEMV cannot start multiplying before the last
+// gate|up CTA is done: a grid-wide wait, then a ramp of fresh loads, ~3-5 us a layer in which HBM streams little
+// (ITERATIONS.md, sessions 3-5). But the down projection is a sum over the intermediate features, so it splits:
+// down(act) = Σ_c down_projᵀ[block c]ᵀ · act[block c]. CTA c computes the gate and up rows of its own block of
+// features, applies SwiGLU, and multiplies its block of down_projᵀ rows (down_proj transposed at load time, so the
+// block is contiguous rows) without waiting for any other CTA; the (hidden) partials of all CTAs meet in an fp32
+// buffer through red.global.add. Each CTA reads one contiguous stream of 3 x features rows, and its down rows are
+// already in flight while its last gate|up rows are multiplied.
+//
+// Layout of the work: one CTA per SM, 512 threads. Every weight row (hidden bf16) is read by the whole CTA at
+// once, one 16-byte vector per thread (hidden 4096 = 512 vectors), kDepth rows in flight per thread:
+//  * gate|up rows: a thread multiplies its 8 columns by the normed input it holds in registers, a warp sums its
+//    lanes, the 16 warp sums of each row meet in shared memory;
+//  * the SwiGLU point (once per CTA): one barrier, act[i] = bf16(bf16(silu(g)) * u) for the CTA's features;
+//  * down_projᵀ rows: a thread keeps 8 output columns, acc += row * act[i]; at the end it adds them to the delta.
+// PRECOND (supports()): hidden % 8 == 0 and hidden / 8 <= 2 * 512; 16-byte aligned rows; residual_delta zero.
+//
+// Versions in this file (H200, Qwen3-8B, batch 1, context 128; ITERATIONS.md session 6):
+//  * v1 (register ring, a row at a time): 166 us a launch, step 7.30 ms against 4.33 for the two GEMVs;
+//  * v2_mlp_split_down_ring (gemv_ring.cuh's cp.async ring, 8 rows at a time): ~70 us after its PDL wait (302 MB at
+//    ~94% of the read peak), step 4.209 vs 4.332 ms: the default;
+//  * v3_mlp_qkv_next (v2 + the next layer's QKV after a grid-wide wait): 4.565 ms, the wait takes the slowest CTA's
+//    finish (7 us after the mean) and the QKV rows stream only 2 groups ahead of it;
+//  * v4_mlp_split_down_l2 (v2 + the next QKV weights into L2 at the tail): 4.500 ms (48 MB) / 4.354 (12 MB): the
+//    tail has no HBM time to spare.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/02_gemm/gemv_ring.cuh"
+#include "kernels/common/check.h"
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+namespace {
+
+using gemv_ring::kThreads;  // 512: a row of Qwen3-8B is one 16-byte piece a thread
+using gemv_ring::kWarps;
+
+// Four fp32 additions to global memory in one reduction (sm_90: red.global.add.v4.f32; four scalar ones below).
+// No value comes back, so the thread does not wait for L2. PRECOND: p 16-byte aligned.
+__device__ __forceinline__ void red_add_f32x4(float* p, const float (&v)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+#else
+#pragma unroll
+  for (int e = 0; e < 4; ++e) atomicAdd(p + e, v[e]);
+#endif
+}
+
+// Intermediate features [begin, end) of CTA c: contiguous blocks of near-equal size.
+__host__ __device__ __forceinline__ int64_t feature_begin(int64_t c, int64_t ctas, int64_t inter) {
+  return c * inter / ctas;
+}
+
+__host__ __device__ __forceinline__ int64_t max_features(int64_t ctas, int64_t inter) {
+  return (inter + ctas - 1) / ctas;
+}
+
+// kVecs: 16-byte vectors of a row per thread (hidden / 8 <= kVecs * kThreads); kDepth: rows in flight per thread.
+template <int kVecs, int kDepth>
+__global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs a, int prewait_rows) {
+  extern __shared__ __align__(16) float smem_f[];
+  pdl_launch_dependents();
+  const int64_t ctas = gridDim.x;
+  const int64_t f0 = feature_begin(blockIdx.x, ctas, a.inter);
+  const int64_t features = feature_begin(blockIdx.x + 1, ctas, a.inter) - f0;
+  const int64_t dots_stride = 2 * max_features(ctas, a.inter);
+  float* dots = smem_f;                          // (kWarps, dots_stride): warp sums of the gate rows, then up rows
+  float* act_s = smem_f + kWarps * dots_stride;  // (features): the SwiGLU output of this CTA's block
+  const int64_t rows = 3 * features;             // gate rows, up rows, down_projᵀ rows
+  const int64_t vecs = a.hidden / 8;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+
+  // Row r of this CTA's stream.
+  const auto row_ptr = [&](int64_t r) {
+    const bf16* p = r < features       ? a.w_gate_up + (f0 + r) * a.hidden
+                    : r < 2 * features ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
+                                       : a.w_down_t + (f0 + r - 2 * features) * a.hidden;
+    return reinterpret_cast<const uint4*>(p);
+  };
+  const auto load_row = [&](uint4(&dst)[kVecs], int64_t r) {
+    const uint4* p = row_ptr(r);
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+      if (col < vecs) dst[v] = load_stream_16B(p + col, policy);
+    }
+  };
+
+  // Weights depend on nothing: the first rows are in flight before the wait for the attention sublayer.
+  uint4 ring[kDepth][kVecs];
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d)
+    if (d < prewait_rows && d < rows) load_row(ring[d], d);
+  pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
+#pragma unroll
+  for (int d = 0; d < kDepth; ++d)
+    if (d >= prewait_rows && d < rows) load_row(ring[d], d);
+
+  // The normed input at this thread's columns (every CTA gets the same bits).
+  float x[kVecs][8];
+  gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps,
+                                         a.hidden, x);
+
+  float down[kVecs][8];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) down[v][e] = 0.0f;
+
+  for (int64_t r0 = 0; r0 < rows; r0 += kDepth) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      const int64_t r = r0 + d;  // the same for every thread: the branches below are block-uniform
+      if (r >= rows) break;
+      if (r == 2 * features) {
+        // Every gate and up row multiplied: SwiGLU of the block, rounded where transformers rounds.
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < features; i += kThreads) {
+          float g = 0.0f, u = 0.0f;
+          for (int w = 0; w < kWarps; ++w) {
+            g += dots[w * dots_stride + i];
+            u += dots[w * dots_stride + features + i];
+          }
+          g = bf16_round(g);
+          u = bf16_round(u);
+          act_s[i] = bf16_round(bf16_round(g / (1.0f + expf(-g))) * u);
+        }
+        __syncthreads();
+      }
+      if (r < 2 * features) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) {
+          if (threadIdx.x + int64_t(v) * kThreads >= vecs) continue;
+          float w[8];
+          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(ring[d][v]), w);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot += w[e] * x[v][e];
+        }
+        dot = warp_sum(dot);
+        if (lane == 0) dots[warp * dots_stride + r] = dot;
+      } else {
+        const float act = act_s[r - 2 * features];
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) {
+          if (threadIdx.x + int64_t(v) * kThreads >= vecs) continue;
+          float w[8];
+          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(ring[d][v]), w);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) down[v][e] += w[e] * act;
+        }
+      }
+      if (r + kDepth < rows) load_row(ring[d], r + kDepth);
+    }
+  }
+
+  // This CTA's share of the down projection into the delta: fire-and-forget reductions.
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    if (col >= vecs) continue;
+    float* dst = a.residual_delta + col * 8;
+    red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
+    red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
+  }
+}
+
+// ---- v2_mlp_split_down_ring: v1's work split, fed through a shared-memory ring by cp.async -----------------------
+// v1 measured 166 us a launch for 302 MB (ncu: a warp issues every 14 cycles, stalled on its loads): each row was
+// a dependent chain (8 FMAs, a 5-shuffle warp sum, a shared store) and 8 rows of registers bounded the bytes in
+// flight. Here each thread copies its 16 bytes of every row into shared memory with cp.async (no register held
+// while in flight) and reads back only what it copied itself, so no barrier guards the ring: kStages groups of
+// kGroup rows, kStages - 1 groups in flight (Qwen3-8B: 2 x 64 KB a CTA). A group is multiplied with kGroup
+// independent chains and one transposed warp reduction (warp_sum_transposed: 9 shuffles for 8 rows, not 40).
+//
+// ---- v3_mlp_qkv_next (kNext): v2, then the next layer's QKV GEMV in the same launch ----------------------------
+// After its down partial, every CTA waits at a grid-wide counter until all partials are in the delta (the CTAs
+// are all resident: one per SM), norms bf16(residual + bf16(delta)) itself and multiplies its block of the next
+// layer's QKV rows. What a kernel boundary cannot do, the ring does here: the QKV rows are weights, so their
+// cp.async copies are in flight during the down rows' tail and the wait; the launch boundary between the MLP and
+// the QKV GEMV (and the QKV GEMV's ramp) is gone.
+// Points of a CTA's work stamped into NormMlpArgs::trace (profiling; thread 0's view).
+enum NormMlpTraceEvent {
+  kTraceStart,       // the CTA began (resident)
+  kTraceWaited,      // past the PDL wait
+  kTraceGateUp,      // every gate|up row multiplied (before the SwiGLU barrier)
+  kTraceDown,        // every down row multiplied (v3: before the grid-wide wait)
+  kTraceAllIn,       // v3: past the grid-wide wait
+  kTraceNormed,      // v3: the next layer's normed input ready
+  kTraceRowsDone,    // the last group multiplied
+  kTraceEnd,         // its outputs written
+};
+
+[[maybe_unused]] __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
+  if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kNormMlpTraceEvents + event] = global_timer_ns();
+}
+
+template <int kVecs, int kGroup, int kStages, bool kNext>
+__global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMlpArgs a, int prewait_groups) {
+  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
+  const int64_t ctas = gridDim.x;
+  const int64_t f0 = feature_begin(blockIdx.x, ctas, a.inter);
+  const int64_t features = feature_begin(blockIdx.x + 1, ctas, a.inter) - f0;
+  const int64_t n0 = kNext ? feature_begin(blockIdx.x, ctas, a.next_rows) : 0;  // this CTA's next-layer rows
+  const int64_t next_rows = kNext ? feature_begin(blockIdx.x + 1, ctas, a.next_rows) - n0 : 0;
+  const int64_t dots_stride =
+      std::max<int64_t>(2 * max_features(ctas, a.inter), kNext ? max_features(ctas, a.next_rows) : 0);
+  const int64_t vecs = a.hidden / 8;
+  const Ring ring{reinterpret_cast<uint4*>(smem_raw), vecs, make_evict_first_policy()};
+  float* dots = reinterpret_cast<float*>(smem_raw + Ring::kBytes);  // (kWarps, dots_stride)
+  float* act_s = dots + kWarps * dots_stride;                         // (features)
+  __shared__ float warp_sq[kWarps];
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+
+  // Rows in groups, a group never straddling two phases: A [0, 2F) gate then up rows, B [2F, 3F) down_projᵀ
+  // rows, C [3F, 3F + next_rows) the next layer's QKV rows (kNext).
+  const int64_t rows_a = 2 * features, rows_ab = 3 * features;
+  const int64_t groups_a = (rows_a + kGroup - 1) / kGroup;
+  const int64_t groups_ab = groups_a + (features + kGroup - 1) / kGroup;
+  const int64_t groups = groups_ab + (next_rows + kGroup - 1) / kGroup;
+  const auto group_first = [&](int64_t g) {
+    return g < groups_a    ? g * kGroup
+           : g < groups_ab ? rows_a + (g - groups_a) * kGroup
+                           : rows_ab + (g - groups_ab) * kGroup;
+  };
+  const auto group_end = [&](int64_t g) {
+    return g < groups_a ? rows_a : g < groups_ab ? rows_ab : rows_ab + next_rows;
+  };
+  const auto row_ptr = [&](int64_t r) {
+    const bf16* p = r < features       ? a.w_gate_up + (f0 + r) * a.hidden
+                    : r < 2 * features ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
+                    : r < rows_ab      ? a.w_down_t + (f0 + r - 2 * features) * a.hidden
+                                       : a.w_next + (n0 + r - rows_ab) * a.hidden;
+    return reinterpret_cast<const uint4*>(p);
+  };
+  // Past the last group: an empty cp.async group (Ring::issue commits it all the same).
+  const auto issue = [&](int64_t g) {
+    if (g < groups)
+      ring.issue(g, group_first(g), group_end(g), row_ptr);
+    else
+      ring.issue(g, 0, 0, row_ptr);
+  };
+
+  for (int g = 0; g < kStages - 1; ++g)
+    if (g < prewait_groups) issue(g);
+  pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
+  stamp(a.trace, kTraceWaited);
+  for (int g = 0; g < kStages - 1; ++g)
+    if (g >= prewait_groups) issue(g);
+
+  float x[kVecs][8];
+  gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps,
+                                         a.hidden, x);
+  float down[kVecs][8];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) down[v][e] = 0.0f;
+
+  // This CTA's share of the down projection into the delta: fire-and-forget reductions.
+  const auto add_down_partial = [&] {
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+      if (col >= vecs) continue;
+      float* dst = a.residual_delta + col * 8;
+      red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
+      red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
+    }
+  };
+  // kNext: every CTA's partial in the delta before any CTA reads it. PRECOND: all CTAs resident (supports()).
+  const auto add_partial_and_wait_for_all = [&] {
+    stamp(a.trace, kTraceDown);
+    add_down_partial();
+    __threadfence();  // this thread's reductions before the CTA's arrival below
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      atomicAdd(a.sync, 1u);
+      spin_until_at_least(a.sync, uint32_t(ctas));
+      stamp(a.trace, kTraceAllIn);
+      // The last CTA past the wait puts both words back to zero for the next launch (no CTA still polls).
+      if (atomicAdd(a.sync + 1, 1u) == uint32_t(ctas) - 1) {
+        atomicExch(a.sync, 0u);
+        atomicExch(a.sync + 1, 0u);
+      }
+    }
+    __syncthreads();
+  };
+
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t first = group_first(g), end = group_end(g);
+    uint4 w[kGroup][kVecs];
+    ring.read(g, first, end, w);
+    issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
+    // v4: every row of this CTA is now in flight; its share of the next kernel's weights goes to L2 behind them.
+    if (g == (groups > kStages - 1 ? groups - (kStages - 1) : 0) && warp == 0)
+      prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, lane);
+    if (g == groups_a) {
+      // Every gate and up row multiplied: SwiGLU of the block, rounded where transformers rounds.
+      stamp(a.trace, kTraceGateUp);
+      __syncthreads();
+      for (int64_t i = threadIdx.x; i < features; i += kThreads) {
+        float gate = 0.0f, up = 0.0f;
+        for (int ww = 0; ww < kWarps; ++ww) {
+          gate += dots[ww * dots_stride + i];
+          up += dots[ww * dots_stride + features + i];
+        }
+        gate = bf16_round(gate);
+        up = bf16_round(up);
+        act_s[i] = bf16_round(bf16_round(gate / (1.0f + expf(-gate))) * up);
+      }
+      __syncthreads();
+    }
+    if (kNext && g == groups_ab) {
+      // Every down row multiplied: add the partial, wait for every CTA's, then norm the new hidden state.
+      add_partial_and_wait_for_all();
+      gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.next_norm_weight, a.eps, a.hidden,
+                                          warp_sq, x);
+      stamp(a.trace, kTraceNormed);
+    }
+    if (g < groups_a || (kNext && g >= groups_ab)) {
+      const float total = gemv_ring::dot_group<kVecs, kGroup>(w, x);
+      const int64_t row = first + warp_sum_transposed_index<kGroup>(lane);
+      // Phase C reuses the warp-sum buffer from column 0 (the SwiGLU read phase A's sums long ago).
+      const int64_t slot = g < groups_a ? row : row - rows_ab;
+      if (lane % (kWarpSize / kGroup) == 0 && row < end) dots[warp * dots_stride + slot] = total;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        const float act = first + j < end ? act_s[first + j - rows_a] : 0.0f;
+#pragma unroll
+        for (int v = 0; v < kVecs; ++v) {
+          float wf[8];
+          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[j][v]), wf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) down[v][e] += wf[e] * act;
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
+  if constexpr (kNext) {
+    if (groups == groups_ab) {  // no next-layer rows here, so the wait in the loop never ran: arrive all the same
+      add_partial_and_wait_for_all();
+      stamp(a.trace, kTraceEnd);
+      return;
+    }
+    // The next layer's QKV outputs: the 16 warp sums of each row, in a fixed order.
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < next_rows; i += kThreads) {
+      float y = 0.0f;
+      for (int ww = 0; ww < kWarps; ++ww) y += dots[ww * dots_stride + i];
+      a.next_out[n0 + i] = __float2bfloat16_rn(y);
+    }
+  } else {
+    stamp(a.trace, kTraceDown);
+    add_down_partial();
+  }
+  stamp(a.trace, kTraceEnd);
+}
+
+int64_t ctas_for(const NormMlpArgs& a) {
+  return a.ctas > 0 ? int64_t(a.ctas) : int64_t(device_sm_count());
+}
+
+// The warp-sum buffer (kWarps, stride) and the SwiGLU output of a CTA, in bytes.
+size_t smem_for(const NormMlpArgs& a) {
+  const int64_t ctas = ctas_for(a);
+  const int64_t stride =
+      std::max<int64_t>(2 * max_features(ctas, a.inter), a.w_next ? max_features(ctas, a.next_rows) : 0);
+  return size_t(kWarps * stride + max_features(ctas, a.inter)) * sizeof(float);
+}
+
+template <int kVecs, int kDepth>
+void launch_shape(const NormMlpArgs& a, cudaStream_t stream) {
+  const auto kernel = mlp_split_down_kernel<kVecs, kDepth>;
+  const size_t smem = smem_for(a);
+  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Default: half the ring before the PDL wait (the *_early GEMVs showed that loading much more while the previous
+  // kernel drains slows that kernel down more than it helps this one).
+  const int prewait = a.prewait_rows >= 0 ? a.prewait_rows : kDepth / 2;
+  launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait);
+}
+
+template <int kVecs, int kGroup, int kStages>
+size_t ring_smem_for(const NormMlpArgs& a) {
+  return gemv_ring::Ring<kVecs, kGroup, kStages>::kBytes + smem_for(a);
+}
+
+template <int kVecs, int kGroup, int kStages, bool kNext>
+void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
+  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext>;
+  const size_t smem = ring_smem_for<kVecs, kGroup, kStages>(a);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Default: one group before the PDL wait (prewait_rows counts rows; it is rounded up to whole groups).
+  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup : 1;
+  launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
+}
+
+}  // namespace
+
+int64_t norm_mlp_ctas(const NormMlpArgs& args) { return ctas_for(args); }
+
+bool mlp_split_down_v1_supports(const NormMlpArgs& a);
+
+namespace {
+
+// v1's and v2's checks without the next-layer fields.
+bool ring_supports(const NormMlpArgs& a) {
+  NormMlpArgs mlp_only = a;
+  mlp_only.w_next = nullptr;
+  if (!mlp_split_down_v1_supports(mlp_only)) return false;
+  const size_t smem = a.hidden / 8 <= kThreads ? ring_smem_for<1, 8, 3>(a) : ring_smem_for<2, 4, 3>(a);
+  return smem <= size_t(device_optin_smem_bytes());
+}
+
+}  // namespace
+
+bool mlp_split_down_v2_supports(const NormMlpArgs& a) { return a.w_next == nullptr && ring_supports(a); }
+
+void launch_mlp_split_down_v2(const NormMlpArgs& args, cudaStream_t stream) {
+  NormMlpArgs a = args;
+  a.l2_prefetch = nullptr;  // (v4's)
+  a.l2_prefetch_bytes = 0;
+  if (a.hidden / 8 <= kThreads)
+    launch_ring_shape<1, 8, 3, false>(a, stream);
+  else
+    launch_ring_shape<2, 4, 3, false>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+// v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).
+bool mlp_split_down_v4_supports(const NormMlpArgs& a) {
+  return mlp_split_down_v2_supports(a) && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0 &&
+         a.l2_prefetch_bytes % 16 == 0 && a.l2_prefetch_bytes >= 0;
+}
+
+void launch_mlp_split_down_v4(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden / 8 <= kThreads)
+    launch_ring_shape<1, 8, 3, false>(a, stream);
+  else
+    launch_ring_shape<2, 4, 3, false>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+// v3 needs the next layer's QKV fields, and every CTA resident at once (one per SM) for its grid-wide wait.
+bool mlp_qkv_next_v3_supports(const NormMlpArgs& a) {
+  if (a.w_next == nullptr || a.next_norm_weight == nullptr || a.next_out == nullptr || a.sync == nullptr ||
+      a.next_rows < 1 || !ring_supports(a))
+    return false;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return aligned(a.w_next) && aligned(a.next_norm_weight) && ctas_for(a) <= int64_t(device_sm_count());
+}
+
+void launch_mlp_qkv_next_v3(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden / 8 <= kThreads)
+    launch_ring_shape<1, 8, 3, true>(a, stream);
+  else
+    launch_ring_shape<2, 4, 3, true>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool mlp_split_down_v1_supports(const NormMlpArgs& a) {
+  if (a.w_next != nullptr) return false;  // (v3's next-layer QKV)
+  if (a.hidden < 8 || a.hidden % 8 != 0 || a.hidden / 8 > 2 * kThreads || a.inter < 1) return false;
+  if (a.partial_count < 1 || a.partial_count > kMaxNormPartials || a.ctas < 0) return false;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!aligned(a.residual) || !aligned(a.norm_weight) || !aligned(a.w_gate_up) || !aligned(a.w_down_t) ||
+      !aligned(a.residual_delta))
+    return false;
+  return smem_for(a) <= size_t(device_optin_smem_bytes());
+}
+
+void launch_mlp_split_down_v1(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden / 8 <= kThreads)
+    launch_shape<1, 8>(a, stream);
+  else
+    launch_shape<2, 4>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels
