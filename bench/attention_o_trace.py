@@ -7,14 +7,21 @@ prints the mean and the slowest CTA over CTAs, averaged over layers, in microsec
 the event (a stamp of 0: not reached, e.g. "attended" for CTAs without a split). Event names come from the file
 ("event_names"; the attention_o trace predates it). Usage: bench/attention_o_trace.py TRACE.json [TRACE2.json ...]
 """
+import gzip
 import json
 import sys
 
 EVENTS = ["start", "issued", "waited", "attended", "all_splits", "merged", "weights_in", "end"]
 
 
+def load(path):
+    """A trace file, plain or gzip-compressed (bench/results keeps them as .json.gz)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
 def summarize(path):
-    t = json.load(open(path))
+    t = load(path)
     layers, ctas, events = t["layers"], t["ctas"], t["events"]
     names = t.get("event_names", EVENTS)
     last = events - 1

@@ -4,12 +4,20 @@
 
 Per layer l (both traces present): the one-launch MLP of layer l, then the QKV GEMV of layer l + 1 (untraced: the
 span from the MLP's last CTA end to the attention launch's PDL wait releasing), then qkv_attention_o of layer l + 1,
-then the boundary to the MLP of layer l + 1 releasing its wait. Prints the mean over layers of each span in us.
+then the boundary to the MLP of layer l + 1 releasing its wait; where the MLP trace carries the QKV GEMV's own
+stamps (v12), its points too. Prints the mean over layers of each span in us.
 Usage: bench/layer_timeline.py MLP.json ATTN.json
 """
+import gzip
 import json
 import statistics
 import sys
+
+
+def load(path):
+    """A trace file, plain or gzip-compressed (bench/results keeps them as .json.gz)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
 
 
 def per_cta(t, layer):
@@ -19,8 +27,14 @@ def per_cta(t, layer):
 
 
 def main(mlp_path, attn_path):
-    mlp, attn = json.load(open(mlp_path)), json.load(open(attn_path))
+    mlp, attn = load(mlp_path), load(attn_path)
     mn = {e: i for i, e in enumerate(mlp["event_names"])}
+    qkv = None  # the QKV GEMV's own stamps (v12), when the MLP trace carries them
+    if any(mlp.get("qkv_stamps_ns", [])):
+        qn = {e: i for i, e in enumerate(mlp["qkv_event_names"])}
+        q_events, q_stamps = mlp["qkv_events"], mlp["qkv_stamps_ns"]
+        q_ctas = len(q_stamps) // (q_events * (mlp["layers"] + 1))
+        qkv = {"layers": mlp["layers"] + 1, "ctas": q_ctas, "events": q_events, "stamps_ns": q_stamps}
     an = {e: i for i, e in enumerate(["start", "issued", "waited", "attended", "all_splits", "merged", "weights_in",
                                       "end"])}
     spans = {}
@@ -43,6 +57,15 @@ def main(mlp_path, attn_path):
         add("mlp: wait released -> last CTA end", m_end - m_wait)
         add("qkv GEMV: mlp end -> attention_o wait released", a_wait - m_end)
         add("  (attention_o first CTA resident, after mlp end)", a_start - m_end)
+        if qkv is not None:
+            q = [r for r in per_cta(qkv, l + 1) if r[qn["end"]]]
+            if q:
+                add("  qkv: first CTA resident, after mlp end", min(r[qn["start"]] for r in q) - m_end)
+                add("  qkv: mean CTA resident, after mlp end", statistics.mean(r[qn["start"]] for r in q) - m_end)
+                add("  qkv: wait released, after mlp end", min(r[qn["waited"]] for r in q) - m_end)
+                add("  qkv: normed input ready (mean), after mlp end", statistics.mean(r[qn["normed"]] for r in q) - m_end)
+                add("  qkv: rows done (mean), after mlp end", statistics.mean(r[qn["rows_done"]] for r in q) - m_end)
+                add("  qkv: last CTA end, after mlp end", max(r[qn["end"]] for r in q) - m_end)
         add("attention_o: wait -> last split written", max(attended) - a_wait)
         add("attention_o: wait -> merged (mean CTA)", a_merged - a_wait)
         add("attention_o: wait -> last CTA end", a_end - a_wait)

@@ -167,6 +167,7 @@ struct QkvAttentionOArgs {
   // each CTA first folds it into its rows, residual = bf16(residual + bf16(delta)), before the o projection's add,
   // and writes zeros over the delta rows it read, so the next NormMlp launch finds the buffer zero.
   float* residual_delta = nullptr;
+  int32_t delta_copies = 1;  // the delta is the sum of this many (hidden) copies (NormMlpArgs); all are zeroed
 };
 constexpr int kQkvAttentionOTraceEvents = 8;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
@@ -208,10 +209,14 @@ struct NormMlpArgs {
   float eps;
   const bf16* w_gate_up;       // (2 * inter, hidden): gate_proj rows, then up_proj rows
   const bf16* w_down_t;        // (inter, hidden): down_proj transposed (transpose_bf16 of the (hidden, inter) weight)
-  float* residual_delta;       // (1, hidden) fp32: += the MLP's output (the engine keeps it zero between uses)
+  float* residual_delta;       // (delta_copies, hidden) fp32: += the MLP's output (zero between uses in the engine)
   int64_t hidden, inter;
   int32_t ctas = 0;            // tuning: CTAs, each owning ~inter / ctas features (0: one per SM)
   int32_t prewait_rows = -1;   // tuning: weight rows each CTA loads before the PDL wait (-1: the version's default)
+  // CTA c adds its partial into copy c % delta_copies of the delta; the readers sum the copies. Why: 132 CTAs
+  // reducing into the same 16 KB queue at the few L2 slices that hold it (the launch completed ~3.4 us after its
+  // last CTA's end, H200); more copies spread the reductions over more slices.
+  int32_t delta_copies = 1;
   // v3 (v3_mlp_qkv_next) only, nullptr elsewhere: the next layer's QKV norm GEMV in the same launch, after a
   // grid-wide wait for the delta: next_out = w_next · x with x normed from bf16(residual + bf16(delta)) by
   // next_norm_weight, as NormGemvArgs with residual_delta computes it (the residual is still not updated).
@@ -276,12 +281,19 @@ struct NormGemvArgs {
   // When each CTA lets the next kernel launch (PDL): 0 at its start; f in (0, 1] once it has streamed a fraction
   // f of its weights, so the next kernel's first loads land in this one's drain instead of competing with its start.
   float pdl_trigger = 0.0f;
+  // Profiling only (nullptr otherwise; v12 at batch 1): (CTAs, kNormGemvTraceEvents) %globaltimer stamps of when
+  // each CTA reached each point (NormGemvTraceEvent in v12_gemv_norm_ring.cu).
+  uint64_t* trace = nullptr;
   // nullptr, or (m, k) fp32: the down projection's output still owed to the residual (NormMlpArgs). Then the
   // hidden state normed here is bf16(residual + bf16(residual_delta)), its sum of squares is taken here, and
   // norm_partials / partial_count are not read. The residual itself is left as it is (qkv_attention_o adds the
   // delta in, later). Versions without it refuse such args (supports()).
   const float* residual_delta = nullptr;
+  // The delta is the sum of this many (m, k) copies laid out one after the other (NormMlpArgs::delta_copies).
+  int32_t delta_copies = 1;
 };
+
+constexpr int kNormGemvTraceEvents = 5;
 
 struct NormGateUpSwigluArgs {
   const bf16* residual;        // (m, k)

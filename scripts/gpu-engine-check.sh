@@ -36,7 +36,28 @@ peak_flag=${peak:+--peak-gb-s $peak}
 echo "== bench"
 bench() { timeout 240 "$BIN/qwen3" bench "$@" $peak_flag --json >> "$OUT/bench.jsonl" 2>> "$OUT/bench.err" || echo "bench $* failed: $(tail -2 "$OUT/bench.err")"; }
 S="--synthetic qwen3-8b"
-if [ "${FINAL_ONLY:-0}" = 1 ]; then
+if [ "${SESSION6:-0}" = 1 ]; then
+  # Session 6: the MLP in one launch and the QKV GEMV on a shared-memory ring (defaults), beside session 5's final
+  # path (two MLP GEMVs, v10 QKV) and each change alone (ladder rows 22-24); traced; the usual other shapes.
+  for p in 128 1024 8192; do
+    g=256; [ $p = 8192 ] && g=128
+    bench $S --path fast --prompt-len $p --gen $g --mlp off --norm-gemv v10_gemv_norm_wave
+    bench $S --path fast --prompt-len $p --gen $g --norm-gemv v10_gemv_norm_wave
+    bench $S --path fast --prompt-len $p --gen $g
+    bench $S --path fast --prompt-len $p --gen $g --mlp-trace "$OUT/mlp-trace-p$p.json" \
+      --attention-o-trace "$OUT/attention-o-trace-p$p.json"
+  done
+  bench $S --path fast --prompt-len 128 --gen 256 --mlp v3_mlp_qkv_next
+  bench $S --path fast --prompt-len 128 --gen 256 --profile
+  for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
+  bench $S --path fast --prompt-len 512 --gen 8
+  bench $S --path fast --prompt-len 2048 --gen 8
+  bench $S --path cublas --prompt-len 128 --gen 256
+  bench $S --path v0 --prompt-len 128 --gen 8 --warmup 2 --repeat 1
+  for p in 128 1024; do
+    python3 bench/layer_timeline.py "$OUT/mlp-trace-p$p.json" "$OUT/attention-o-trace-p$p.json"
+  done | tee "$OUT/layer_timeline.txt"
+elif [ "${FINAL_ONLY:-0}" = 1 ]; then
   # The ladder at context 128 (each row one change: sessions 2 and 3), then the final path at other shapes beside
   # session 2's attention (v2) and the unfused pair.
   bench $S --path fast --prompt-len 128 --gen 256 --qkv-attention off --norm-gemv v8_gemv_norm --attention-o off
@@ -130,12 +151,13 @@ fi
 echo "== summary"
 python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
-print(f"{'path':7} {'gemv':14} {'attn':18} g p f swiglu {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>7} {'GB/s':>6} {'%pk':>5} {'prefill':>8} {'ln':>4}")
+print(f"{'path':7} {'gemv':14} {'attn':18} g p f swiglu {'mlp':6} {'qkv':6} {'B':>2} {'prompt':>6} {'ms/step':>8} {'tok/s':>7} {'GB/s':>6} {'%pk':>5} {'prefill':>8} {'ln':>4}")
 for line in open(sys.argv[1]):
     j = json.loads(line)
     flags = " ".join("1" if j.get(k) else "0" for k in ("cuda_graph", "pdl", "fold_norms")) + " " + j.get("gate_up_swiglu", "?")[:6]
     attn = j.get("qkv_attention", "off") if j.get("qkv_attention", "off") != "off" else j["decode_attention"]
-    print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {attn[:18]:18} {flags} {j['batch']:>2} {j['prompt_len']:>6} "
+    print(f"{j['path']:7} {j['decode_gemm'][:14]:14} {attn[:18]:18} {flags} {j.get('mlp', 'off')[:6]:6} "
+          f"{j.get('norm_gemv', '?')[:6]:6} {j['batch']:>2} {j['prompt_len']:>6} "
           f"{j['decode_ms_per_tok']:8.3f} {j['decode_tok_s']:7.1f} {j['effective_GB_s']:6.0f} {j['pct_of_peak']:5.1f} "
           f"{j['prefill_tok_s']:8.0f} {j['launches_per_step']:>4}")
     if "profile" in j:

@@ -98,14 +98,16 @@ __device__ __forceinline__ int64_t trigger_vec_for(float pdl_trigger, int64_t k)
 // Block-wide: waits for the previous kernel, then writes x = bf16(w * bf16(h * inv_rms)) for kTokens rows of the
 // residual h into x_smem, inv_rms from the producer's partial sums of squares (summed in a fixed order by one warp
 // per token, so every block gets the same bits).
-// With residual_delta (NormGemvArgs): h = bf16(residual + bf16(delta)) and the block sums h² itself (a fixed
+// With residual_delta (NormGemvArgs): h = bf16(residual + bf16(delta)), delta the sum of delta_copies copies, and
+// the block sums h² itself (a fixed
 // order too), partials unused; h is staged in x_smem between the two passes (so `residual` is not __restrict__:
 // the second pass reads it back from x_smem, each element by the thread that wrote it).
 // PRECOND: blockDim.x == kThreads, kTokens <= kWarpsPerBlock, k % 8 == 0.
 template <int kTokens>
 __device__ __forceinline__ void norm_prologue(const bf16* residual, const float* __restrict__ partials,
                                               int64_t partial_count, const bf16* __restrict__ norm_weight, float eps,
-                                              int64_t k, bf16* x_smem, const float* residual_delta = nullptr) {
+                                              int64_t k, bf16* x_smem, const float* residual_delta = nullptr,
+                                              int delta_copies = 1) {
   __shared__ float inv_rms[kTokens];
   __shared__ float warp_sq[kWarpsPerBlock][kTokens];
   pdl_wait();
@@ -120,9 +122,13 @@ __device__ __forceinline__ void norm_prologue(const bf16* residual, const float*
       const int64_t c = i % vecs;
       float h[8];
       bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual + t * k)[c], h);
-      const float4 d0 = reinterpret_cast<const float4*>(residual_delta + t * k)[2 * c];
-      const float4 d1 = reinterpret_cast<const float4*>(residual_delta + t * k)[2 * c + 1];
-      const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+      float d[8] = {};
+      for (int j = 0; j < delta_copies; ++j) {  // the copies (kTokens, k) one after the other, summed in order
+        const float4* copy = reinterpret_cast<const float4*>(residual_delta + (j * kTokens + t) * k);
+        const float4 d0 = copy[2 * c], d1 = copy[2 * c + 1];
+        d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
+        d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+      }
       float s = 0.0f;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -216,7 +222,7 @@ __global__ void __launch_bounds__(kThreads) norm_gemv_kernel(NormGemvArgs a) {
   float acc[kTokens][kRows];
   warp_rows<kTokens, kRows, kUnroll, kEarlyGroups>(x, a.k, w_rows, acc, trigger_vec, [&] {
     norm_prologue<kTokens>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k, x,
-                           a.residual_delta);
+                           a.residual_delta, a.delta_copies);
   });
 #pragma unroll
   for (int t = 0; t < kTokens; ++t)

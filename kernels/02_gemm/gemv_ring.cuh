@@ -84,12 +84,23 @@ __device__ __forceinline__ float dot_group(const uint4 (&w)[kGroup][kVecs], cons
   return warp_sum_transposed<kGroup>(dot);
 }
 
+// This thread's 16-byte pieces of a norm weight (hidden bf16): loaded before the PDL wait (weights), so the norm
+// after it waits on one round trip less.
+template <int kVecs>
+__device__ __forceinline__ void load_norm_weight(const bf16* norm_weight, int64_t hidden, uint4 (&w)[kVecs]) {
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    w[v] = col < hidden / 8 ? reinterpret_cast<const uint4*>(norm_weight)[col] : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // The normed input at this thread's columns, x = bf16(w * bf16(h * inv_rms)) as gemv_fused::norm_prologue makes
 // it, inv_rms from the producer's partial sums of squares (every warp sums them in norm_prologue's order, so every
-// CTA gets the same bits). Zeros past the row.
+// CTA gets the same bits), norm_w this thread's pieces of the norm weight (load_norm_weight). Zeros past the row.
 template <int kVecs>
 __device__ __forceinline__ void normed_from_partials(const bf16* residual, const float* partials,
-                                                     int64_t partial_count, const bf16* norm_weight, float eps,
+                                                     int64_t partial_count, const uint4 (&norm_w)[kVecs], float eps,
                                                      int64_t hidden, float (&x)[kVecs][8]) {
   const int lane = threadIdx.x % kWarpSize;
   float sum_sq = 0.0f;
@@ -104,19 +115,21 @@ __device__ __forceinline__ void normed_from_partials(const bf16* residual, const
     if (col >= hidden / 8) continue;
     float h[8], w[8];
     bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
-    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(norm_weight)[col], w);
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(norm_w[v]), w);
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(h[e] * inv_rms));
   }
 }
 
-// The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta): the CTA sums
+// The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
+// sum of `copies` (hidden) vectors one after the other (NormMlpArgs::delta_copies), summed in order: the CTA sums
 // h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in
 // v3_mlp_qkv_next other CTAs of the same launch wrote it. PRECOND: every thread of the CTA calls it
 // (two barriers); warp_sq holds kWarps floats of shared memory.
 template <int kVecs>
-__device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, const bf16* norm_weight,
-                                                  float eps, int64_t hidden, float* warp_sq, float (&x)[kVecs][8]) {
+__device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, int copies,
+                                                  const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
+                                                  float* warp_sq, float (&x)[kVecs][8]) {
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   float hn[kVecs][8];
   float sq = 0.0f;
@@ -128,9 +141,13 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
     if (col >= hidden / 8) continue;
     float h[8];
     bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
-    const float4 d0 = __ldcg(reinterpret_cast<const float4*>(delta) + 2 * col);
-    const float4 d1 = __ldcg(reinterpret_cast<const float4*>(delta) + 2 * col + 1);
-    const float d[8] = {d0.x, d0.y, d0.z, d0.w, d1.x, d1.y, d1.z, d1.w};
+    float d[8] = {};
+    for (int j = 0; j < copies; ++j) {
+      const float4* copy = reinterpret_cast<const float4*>(delta + j * hidden);
+      const float4 d0 = __ldcg(copy + 2 * col), d1 = __ldcg(copy + 2 * col + 1);
+      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
+      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       hn[v][e] = bf16_round(h[e] + bf16_round(d[e]));
@@ -152,7 +169,7 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
     for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
     if (col >= hidden / 8) continue;
     float w[8];
-    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(norm_weight)[col], w);
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(norm_w[v]), w);
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(hn[v][e] * inv_rms));
   }

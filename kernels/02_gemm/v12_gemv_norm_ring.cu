@@ -25,12 +25,26 @@ using gemv_ring::kThreads;
 using gemv_ring::kWarps;
 constexpr int kStages = 3;
 
+// Points of a CTA's work stamped into NormGemvArgs::trace (profiling; thread 0's view).
+enum NormGemvTraceEvent {
+  kTraceStart,     // the CTA began (resident)
+  kTraceWaited,    // past the PDL wait
+  kTraceNormed,    // the normed input in registers
+  kTraceRowsDone,  // the last group multiplied
+  kTraceEnd,       // its outputs written
+};
+
+__device__ __forceinline__ void stamp(uint64_t* trace, int event) {
+  if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kNormGemvTraceEvents + event] = global_timer_ns();
+}
+
 template <int kVecs, int kGroup>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
   using Ring = gemv_ring::Ring<kVecs, kGroup, kStages>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ float warp_sq[kWarps];
   pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
   const int64_t row0 = blockIdx.x * a.n / ctas;
   const int64_t rows = (blockIdx.x + 1) * a.n / ctas - row0;
@@ -44,15 +58,19 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
 
   for (int g = 0; g < kStages - 1; ++g)
     if (g < prewait_groups) issue(g);
+  uint4 norm_w[kVecs];
+  gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.k, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  stamp(a.trace, kTraceWaited);
   for (int g = 0; g < kStages - 1; ++g)
     if (g >= prewait_groups) issue(g);
   float x[kVecs][8];
   if (a.residual_delta != nullptr)
-    gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.norm_weight, a.eps, a.k, warp_sq, x);
+    gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k, warp_sq,
+                                        x);
   else
-    gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, a.norm_weight, a.eps, a.k,
-                                           x);
+    gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.k, x);
+  stamp(a.trace, kTraceNormed);
 
   for (int64_t g = 0; g < groups; ++g) {
     uint4 w[kGroup][kVecs];
@@ -63,12 +81,14 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
     if (lane % (kWarpSize / kGroup) == 0 && row < rows) dots[warp * dots_stride + row] = total;
   }
   cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
   __syncthreads();
   for (int64_t i = threadIdx.x; i < rows; i += kThreads) {
     float y = 0.0f;
     for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
     a.y[row0 + i] = __float2bfloat16_rn(y);
   }
+  stamp(a.trace, kTraceEnd);
 }
 
 template <int kVecs, int kGroup>
@@ -82,7 +102,7 @@ size_t ring_smem_for(const NormGemvArgs& a) { return a.k / 8 <= kThreads ? smem_
 bool ring_supports(const NormGemvArgs& a) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return a.m == 1 && a.n >= 1 && a.k >= 8 && a.k % 8 == 0 && a.k / 8 <= 2 * kThreads && aligned(a.residual) &&
-         aligned(a.norm_weight) && aligned(a.w) && aligned(a.residual_delta) &&
+         aligned(a.norm_weight) && aligned(a.w) && aligned(a.residual_delta) && a.delta_copies >= 1 &&
          (a.residual_delta != nullptr || (a.partial_count >= 1 && a.partial_count <= kMaxNormPartials)) &&
          ring_smem_for(a) <= size_t(device_optin_smem_bytes());
 }

@@ -27,7 +27,7 @@ void launch_shape(const NormGemvArgs& a, cudaStream_t stream) {
 
 bool gemv_norm_v8_supports(const NormGemvArgs& a) {
   return a.m >= 1 && a.m <= 8 && a.k % 8 == 0 && a.m * a.k * 2 <= 200 * 1024 &&
-         reinterpret_cast<uintptr_t>(a.residual_delta) % 16 == 0;  // (float4 loads of the delta)
+         reinterpret_cast<uintptr_t>(a.residual_delta) % 16 == 0 && a.delta_copies >= 1;  // (float4 loads)
 }
 
 void launch_gemv_norm_v8(const NormGemvArgs& a, cudaStream_t stream) {

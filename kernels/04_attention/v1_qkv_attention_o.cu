@@ -200,8 +200,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = threadIdx.x; i < rows; i += kThreads) {
     bf16 h = a.residual[row0 + i];
     if (a.residual_delta != nullptr) {
-      h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(a.residual_delta[row0 + i]));
-      a.residual_delta[row0 + i] = 0.0f;
+      float delta = 0.0f;  // the sum of the copies, in order
+      for (int j = 0; j < a.delta_copies; ++j) delta += a.residual_delta[j * a.hidden + row0 + i];
+      h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
+      for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * a.hidden + row0 + i] = 0.0f;
     }
     residual_s[i] = h;
   }
@@ -474,6 +476,7 @@ bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
   if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
   if (p.q_heads > kWarps * 8) return false;  // the merge's heads per warp
   if (a.hidden < 1 || a.workspace == nullptr || a.w_o == nullptr || a.residual == nullptr) return false;
+  if (a.delta_copies < 1) return false;
   if (a.attention.max_position < 0 || a.attention.max_position >= p.max_ctx) return false;
   if (a.keys_per_split < 0 || a.keys_per_split > kMaxKeysPerSplit || a.smem_bytes < 0) return false;
   if (a.ring_stages != 0 && a.ring_stages != 2 && a.ring_stages != 4 && a.ring_stages != 8) return false;

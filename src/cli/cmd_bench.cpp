@@ -104,7 +104,7 @@ void register_bench(CLI::App& app) {
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
-    int32_t mlp_ctas = 0, mlp_prewait_rows = -1;
+    int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0;
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
@@ -164,6 +164,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-l2-prefetch-mb", o->mlp_l2_prefetch_mb,
                   "MB of the next layer's QKV weights --mlp pulls into L2 at its tail (versions with a prefetch)")
       ->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-delta-copies", o->mlp_delta_copies,
+                  "Tuning: copies of --mlp's fp32 output its CTAs spread their reductions over (0: the default)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--mlp-trace", o->mlp_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --mlp to this JSON file "
                   "(bench/attention_o_trace.py summarizes it)");
@@ -206,6 +209,7 @@ void register_bench(CLI::App& app) {
     options.mlp_ctas = o->mlp_ctas;
     options.mlp_prewait_rows = o->mlp_prewait_rows;
     options.mlp_trace = !o->mlp_trace.empty();
+    if (o->mlp_delta_copies > 0) options.mlp_delta_copies = o->mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
@@ -284,6 +288,10 @@ void register_bench(CLI::App& app) {
       t["prompt_len"] = o->prompt_len;
       t["mlp"] = options.decode_mlp;
       t["stamps_ns"] = stamps;
+      // The QKV GEMV of every layer (v12; zeros where another version ran), as (layers, SMs, events).
+      t["qkv_events"] = kernels::kNormGemvTraceEvents;
+      t["qkv_event_names"] = {"start", "waited", "normed", "rows_done", "end"};
+      t["qkv_stamps_ns"] = engine->qkv_trace();
       std::ofstream file(o->mlp_trace);
       if (!(file << t.dump() << "\n")) throw InputError("--mlp-trace: cannot write '" + o->mlp_trace + "'");
     }
@@ -336,6 +344,7 @@ void register_bench(CLI::App& app) {
     j["mlp"] = options.decode_mlp;
     if (options.mlp_ctas > 0) j["mlp_ctas"] = options.mlp_ctas;
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
+    j["mlp_delta_copies"] = options.mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;

@@ -230,6 +230,7 @@ struct CudaEngine::Impl {
   DeviceBuffer mlp_delta;   // (hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
   DeviceBuffer mlp_trace;   // (layers - 1, CTAs, kNormMlpTraceEvents) stamps, profiling only
+  DeviceBuffer qkv_trace;   // (layers, SMs, kNormGemvTraceEvents) stamps of v12's QKV GEMV, profiling only
   int64_t mlp_trace_ctas = 0;
   DeviceBuffer attention_o_workspace;  // qkv_attention_o_workspace_floats() floats, its counters zeroed once
   DeviceBuffer attention_o_trace;      // (layers, CTAs, kQkvAttentionOTraceEvents) stamps, profiling only
@@ -377,7 +378,9 @@ void CudaEngine::init() {
       kernels::transpose_versions()[0].launch({L.w_down, L.w_down_t, H, I}, m.stream);
     }
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
-    m.mlp_delta = DeviceBuffer(size_t(H) * sizeof(float));
+    if (options_.mlp_delta_copies < 1 || options_.mlp_delta_copies > 64)
+      throw InputError("mlp_delta_copies must be in [1, 64], got " + std::to_string(options_.mlp_delta_copies));
+    m.mlp_delta = DeviceBuffer(size_t(options_.mlp_delta_copies * H) * sizeof(float));
     CUDA_CHECK(cudaMemset(m.mlp_delta.as<void>(), 0, m.mlp_delta.bytes()));
     m.mlp_sync = DeviceBuffer(2 * sizeof(uint32_t));
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
@@ -388,6 +391,9 @@ void CudaEngine::init() {
       m.mlp_trace = DeviceBuffer(size_t((c.num_layers - 1) * m.mlp_trace_ctas * kernels::kNormMlpTraceEvents) *
                                  sizeof(uint64_t));
       CUDA_CHECK(cudaMemset(m.mlp_trace.as<void>(), 0, m.mlp_trace.bytes()));
+      m.qkv_trace = DeviceBuffer(size_t(c.num_layers * kernels::device_sm_count() * kernels::kNormGemvTraceEvents) *
+                                 sizeof(uint64_t));
+      CUDA_CHECK(cudaMemset(m.qkv_trace.as<void>(), 0, m.qkv_trace.bytes()));
     }
   }
   m.k_cache = DeviceBuffer(cache_bytes);
@@ -743,6 +749,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_l2_prefetch_rows,
                                    o.attention_o_ring_stages};
       a.residual_delta = residual_delta;
+      a.delta_copies = o.mlp_delta_copies;
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;
@@ -750,7 +757,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
       // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
       m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD) +
-                                     (residual_delta ? 8.0 * double(H) : 0.0));
+                                     (residual_delta ? 8.0 * double(o.mlp_delta_copies * H) : 0.0));
       partial_count = ctas;
       return true;
     };
@@ -760,7 +767,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // v3 also runs the next layer's QKV GEMV (next != nullptr), after a grid-wide wait for the delta.
     const auto mlp_args = [&](const LayerDevice& L, const LayerDevice* next) {
       kernels::NormMlpArgs a{h, partials, partial_count, L.post_norm, eps, L.w_gate_up, L.w_down_t,
-                             m.mlp_delta.as<float>(), H, I, o.mlp_ctas, o.mlp_prewait_rows};
+                             m.mlp_delta.as<float>(), H, I, o.mlp_ctas, o.mlp_prewait_rows, o.mlp_delta_copies};
       if (next) {
         a.next_norm_weight = next->input_norm;
         a.w_next = next->wqkv;
@@ -801,10 +808,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
                                   QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
           a.residual_delta = pending_delta;
+          a.delta_copies = o.mlp_delta_copies;
+          if (o.mlp_trace && m.qkv_trace.bytes() > 0)
+            a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
+                                                       kernels::kNormGemvTraceEvents;
           launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
         }
         m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)) +
-                                     (pending_delta ? 4.0 * double(rows * H) : 0.0));
+                                     (pending_delta ? 4.0 * double(o.mlp_delta_copies * rows * H) : 0.0));
       }
       qkv_ready = false;
       // true: the attention and the o projection ran as one launch
@@ -1292,6 +1303,15 @@ std::vector<uint64_t> CudaEngine::mlp_trace() const {
   if (!host.empty()) {
     CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
     CUDA_CHECK(cudaMemcpy(host.data(), impl_->mlp_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
+  }
+  return host;
+}
+
+std::vector<uint64_t> CudaEngine::qkv_trace() const {
+  std::vector<uint64_t> host(impl_->qkv_trace.bytes() / sizeof(uint64_t));
+  if (!host.empty()) {
+    CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+    CUDA_CHECK(cudaMemcpy(host.data(), impl_->qkv_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
   }
   return host;
 }

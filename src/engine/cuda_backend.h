@@ -77,10 +77,14 @@ struct EngineOptions {
   std::string decode_mlp = "v2_mlp_split_down_ring";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
+  // Copies of the MLP's fp32 delta its CTAs spread their reductions over (NormMlpArgs::delta_copies); the readers sum
+  // them.
+  int32_t mlp_delta_copies = 4;
   // Bytes of the next layer's QKV weights the MLP pulls into L2 at its tail (versions with NormMlpArgs::l2_prefetch;
   // capped at the weights' size).
   int64_t mlp_l2_prefetch_bytes = int64_t(64) << 20;
-  // Profiling only: decode_mlp stamps %globaltimer at fixed points of every CTA of every layer (mlp_trace()).
+  // Profiling only: decode_mlp, and the QKV GEMV where it is v12, stamp %globaltimer at fixed points of every CTA
+  // of every layer (mlp_trace(), qkv_trace()).
   bool mlp_trace = false;
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
@@ -156,6 +160,8 @@ class CudaEngine final : public Backend {
   // With EngineOptions::mlp_trace: the last decode step's stamps, (layers - 1, CTAs, kNormMlpTraceEvents) with
   // CTAs = kernels::norm_mlp_ctas(); empty otherwise.
   std::vector<uint64_t> mlp_trace() const;
+  // The same for the QKV GEMV (v12): (layers, SMs, kNormGemvTraceEvents), zeros where another version ran.
+  std::vector<uint64_t> qkv_trace() const;
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
 

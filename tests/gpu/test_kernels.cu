@@ -22,15 +22,18 @@
 //   * norm GEMVs: the normed activations are reproduced bit-exactly (norm_prologue's fp32 formula, partials
 //     whose fp32 sum is exact in any order), then the gemm bound; SwiGLU as gate_up_swiglu. With a residual
 //     delta (the norm sums h'² itself, in its own order): the gemm bound plus Σ_j |w_j| times how far
-//     normed_j moves for any inv_rms within 2^-17 of the oracle's (almost always 0).
+//     normed_j moves for any inv_rms within 2^-17 of the oracle's (almost always 0). A delta of several copies
+//     (delta_copies) is built so that their fp32 sum is exact in any order: the same bound over that sum.
 //   * MLP in one launch (fp32 residual_delta +=): |d| <= 2^-12 (Σ_j |w_j act_j| + |delta before|) (fp32 sums
 //     in any order) + Σ_j |w_j| (how far act_j may legitimately round: g, u within 2^-18 Σ|x w|, silu within
-//     2^-20; almost always 0), relative Frobenius error <= 5e-3.
+//     2^-20; almost always 0), relative Frobenius error <= 5e-3. With several delta copies: the same bound for
+//     their sum (|delta before| the sum of the copies' magnitudes); a copy no CTA adds to stays bit-exact.
 //   * MLP with the next layer's QKV norm GEMV in the same launch: the delta as above (two launches back to
-//     back: their errors add); next_out as the norm GEMVs with a residual delta, over the kernel's own delta;
+//     back: their errors add); next_out as the norm GEMVs with a residual delta, over the kernel's own delta
+//     (summed over its copies);
 //     the grid-wide wait's two sync words zero after every launch.
-//   * qkv_attention_o with a residual delta: as the residual GEMV, over h' = bf16(h + bf16(delta)) (exact);
-//     the delta left zero.
+//   * qkv_attention_o with a residual delta: as the residual GEMV, over h' = bf16(h + bf16(delta)) (exact;
+//     several copies summed exactly); the delta (every copy) left zero.
 //   * attention: |d| <= 2^-6 sum_j p_j |v_j| + 2^-7 |exact| (P may be rounded to bf16 before the PV product:
 //     2^-8 of each term), relative Frobenius error <= 1e-2.
 //   * decode layers (every layer in one launch): h within (layers + 1) 2^-5 (|ref| + rms(h)), layer n's new
@@ -135,6 +138,27 @@ uint16_t add_delta(uint16_t h, float delta) {
   return ref::to_bf16(ref::to_float(h) + ref::round_bf16(delta));
 }
 
+// A residual delta of several copies (NormMlpArgs::delta_copies): `copies` (count) fp32 vectors one after the
+// other, of random multiples of 2^-10 in [-2, 2] (element e a pure function of (seed, e)). Their sum is exact in
+// fp32 in any order (every partial sum a multiple of 2^-10 of magnitude at most 2 copies: 12 + log2(copies) bits),
+// so the oracle need not know the order a kernel sums them in.
+std::vector<float> exact_sum_copies(int64_t copies, int64_t count, uint64_t seed) {
+  std::vector<float> v = random_f32(size_t(copies * count), seed, -2.0f, 2.0f);
+  for (float& x : v) x = std::ldexp(std::nearbyint(std::ldexp(x, 10)), -10);
+  return v;
+}
+
+// (copies, count) -> (count): Σ_j copies[j][i] in fp32, j = 0, 1, ... in turn, as the delta readers sum them
+// (one copy: itself, bit for bit); with absolute, Σ_j |copies[j][i]|.
+std::vector<float> sum_copies(const std::vector<float>& copies, int64_t count, bool absolute = false) {
+  std::vector<float> sum(copies.begin(), copies.begin() + count);
+  if (absolute)
+    for (float& s : sum) s = std::fabs(s);
+  for (size_t e = size_t(count); e < copies.size(); ++e)
+    sum[e % size_t(count)] += absolute ? std::fabs(copies[e]) : copies[e];
+  return sum;
+}
+
 // expect_ok for an fp32 tensor (Check holds bf16 bits): |got - want| <= bound per element, every value
 // finite, and the relative Frobenius error within max_rel_frobenius. One gtest failure naming the worst
 // element.
@@ -172,6 +196,25 @@ void expect_f32_near(const char* what, const std::vector<float>& got, const std:
   if (violations || nonfinite) ADD_FAILURE() << label << " | " << s.str();
   if (frobenius > max_rel_frobenius)
     ADD_FAILURE() << label << " | relative Frobenius error over " << max_rel_frobenius << " | " << s.str();
+}
+
+// Args with delta_copies > 1 (NormMlpArgs, NormGemvArgs, QkvAttentionOArgs): a version that takes the same args
+// with one copy but refuses these is skipped, with a visible line, unless its name is in `must` and `fail` is set
+// (an engine shape the version must take them on): then the test fails.
+template <class Args>
+void check_delta_copies_support(const std::vector<kernels::KernelVersion<Args>>& versions, const Args& args,
+                                const std::string& label, bool fail, const std::vector<std::string>& must = {}) {
+  Args one = args;
+  one.delta_copies = 1;
+  for (const auto& v : versions) {
+    const auto takes = [&](const Args& a) { return v.supports == nullptr || v.supports(a); };
+    if (takes(args) || !takes(one)) continue;  // takes them, or refuses for another reason
+    if (fail && std::find(must.begin(), must.end(), std::string(v.name)) != must.end())
+      ADD_FAILURE() << label << " | " << v.name << " must support delta_copies=" << args.delta_copies;
+    else
+      std::printf("[ skipped  ] %s | %s: supports() false with delta_copies=%d\n", label.c_str(), v.name,
+                  int(args.delta_copies));
+  }
 }
 
 // ---- registry ---------------------------------------------------------------------------------------------
@@ -1082,10 +1125,11 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 
 // With o_runner (batch 1 only), the qkv_attention_o op runs instead of runner's: its attention output is checked
 // the same way, and its residual against that output times a random o projection (hidden o_hidden). With
-// o_residual_delta also a random fp32 residual_delta (the previous layer's MLP output owed to the residual).
+// o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
+// that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
-                            int32_t o_ring_stages = 0, bool o_residual_delta = false) {
+                            int32_t o_ring_stages = 0, int32_t o_delta_copies = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1201,16 +1245,24 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     // residual = bf16(residual + bf16(out · w_oᵀ)) checked against the kernel's own attention output (itself
     // checked above), as GemvResidualMatchesReference checks a residual GEMV; Σ partials against Σ residual²; the
     // workspace counters zero again after every launch. With a delta the residual added to is h' = bf16(h +
-    // bf16(delta)) (bit-exact), the partials are those of the final residual, and the delta is left zero.
+    // bf16(delta)) (bit-exact; with several copies, delta = their sum, exact in any order), the partials are those
+    // of the final residual, and the delta (every copy) is left zero.
     const int64_t H = o_hidden, QD = c.q_heads * D;
+    const bool o_residual_delta = o_delta_copies > 0;
     const auto w_o = random_bf16(size_t(H * QD), ref::mix_seed(seed, 7), -0.05f, 0.05f);
     const auto residual_in = random_bf16(size_t(H), ref::mix_seed(seed, 8), -4.0f, 4.0f);
-    const auto delta =
-        o_residual_delta ? random_f32(size_t(H), ref::mix_seed(seed, 9), -4.0f, 4.0f) : std::vector<float>{};
+    const auto delta =  // (o_delta_copies, H) or empty
+        !o_residual_delta     ? std::vector<float>{}
+        : o_delta_copies == 1 ? random_f32(size_t(H), ref::mix_seed(seed, 9), -4.0f, 4.0f)
+                              : exact_sum_copies(o_delta_copies, H, ref::mix_seed(seed, 9));
     std::vector<uint16_t> residual_base = residual_in;  // (H): what the o projection's output is added to
-    for (size_t j = 0; j < delta.size(); ++j) residual_base[j] = add_delta(residual_in[j], delta[j]);
+    if (o_residual_delta) {
+      const std::vector<float> delta_sum = sum_copies(delta, H);
+      for (int64_t j = 0; j < H; ++j)
+        residual_base[size_t(j)] = add_delta(residual_in[size_t(j)], delta_sum[size_t(j)]);
+    }
     const auto w_o_d = to_device(w_o);
-    DeviceArray<float> delta_d(delta.size());  // (H) or empty
+    DeviceArray<float> delta_d(delta.size());  // (o_delta_copies, H) or empty
     DeviceArray<uint16_t> residual_d(residual_in.size());
     DeviceArray<float> partials_d(size_t(kernels::kMaxNormPartials));
     const int64_t o_floats = kernels::qkv_attention_o_workspace_floats(H, c.q_heads, c.kv_heads, D);
@@ -1222,12 +1274,17 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.attention.workspace = nullptr;  // the op brings its own
     o_args.ring_stages = o_ring_stages;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
+    o_args.delta_copies = std::max(o_delta_copies, 1);
     std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
     if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
-    o_runner->run(
+    const std::string o_label =
         label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : "") +
-            (o_residual_delta ? " +residual_delta" : ""),
-        o_args,
+        (o_residual_delta ? " +residual_delta" : "") +
+        (o_delta_copies > 1 ? " delta_copies=" + str(o_delta_copies) : "");
+    if (o_delta_copies > 1)
+      check_delta_copies_support(kernels::qkv_attention_o_versions(), o_args, o_label, false);
+    o_runner->run(
+        o_label, o_args,
         [&] {
           k_d.upload(k_cache);
           v_d.upload(v_cache);
@@ -1284,8 +1341,9 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
             const auto left = delta_d.download();
             const int64_t nonzero =
                 std::count_if(left.begin(), left.end(), [](float v) { return v != 0.0f; });
-            EXPECT_EQ(nonzero, 0) << run_label << " | " << nonzero << " of " << H
-                                  << " residual_delta entries not left zero for the next MLP launch";
+            EXPECT_EQ(nonzero, 0) << run_label << " | " << nonzero << " of " << left.size()
+                                  << " residual_delta entries (" << o_delta_copies
+                                  << " copies) not left zero for the next MLP launch";
           }
         },
         c.required, o_produced);
@@ -1355,15 +1413,21 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   run_qkv_attention_case(unused, {"ctx=100", kQHeads, kKvHeads, kHeadDim, {99}, {}, 1, 1100}, &runner, kHidden, 4);
   // With the previous layer's MLP output owed to the residual (NormMlpArgs): folded in first, then zeroed.
   run_qkv_attention_case(unused, {"ctx=1 delta", kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 1100, true},
-                         &runner, kHidden, 0, true);
+                         &runner, kHidden, 0, 1);
   run_qkv_attention_case(unused,
                          {"ctx=1000 slot 2 delta", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
-                         &runner, kHidden, 0, true);
+                         &runner, kHidden, 0, 1);
   run_qkv_attention_case(unused,
                          {"ctx=1000 slot 2 delta", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
-                         &runner, kHidden, 0, true);
+                         &runner, kHidden, 0, 1);
   run_qkv_attention_case(unused, {"hidden=1000 delta", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
-                         &runner, 1000, 0, true);
+                         &runner, 1000, 0, 1);
+  // The delta as four copies (QkvAttentionOArgs::delta_copies): their sum folded in, every copy zeroed.
+  run_qkv_attention_case(unused,
+                         {"ctx=1000 slot 2 delta copies", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
+                         &runner, kHidden, 0, 4);
+  run_qkv_attention_case(unused, {"hidden=1000 delta copies", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                         &runner, 1000, 0, 4);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
@@ -1792,6 +1856,8 @@ constexpr double kDeltaInvRmsSlack = 0x1p-17;
 struct DeltaNormInputs {
   std::vector<uint16_t> residual, weight, normed;  // (max_m, k), (k), (max_m, k)
   std::vector<float> delta, dev;                   // (max_m, k) fp32, (max_m, k)
+  int32_t delta_copies = 1;
+  std::vector<float> copies;  // (delta_copies, max_m, k): delta is their sum (one copy: delta itself)
 };
 
 // One token's delta-form norm (k values): h' = bf16(residual + bf16(delta)), normed = bf16(weight * bf16(h' *
@@ -1819,11 +1885,17 @@ void delta_normed(const uint16_t* residual, const float* delta, const std::vecto
   }
 }
 
-DeltaNormInputs make_delta_norm_inputs(const std::string& label, int64_t max_m, int64_t k) {
+// delta_copies > 1: the delta as that many copies (NormGemvArgs::delta_copies), exact_sum_copies, so the
+// oracle's delta, their fp32 sum, is the kernel's in whatever order it sums them.
+DeltaNormInputs make_delta_norm_inputs(const std::string& label, int64_t max_m, int64_t k, int32_t delta_copies = 1) {
   const uint64_t seed = case_seed(label + " delta norm inputs");
   DeltaNormInputs in;
   in.residual = random_bf16(size_t(max_m * k), ref::mix_seed(seed, 1), -8.0f, 8.0f);
-  in.delta = random_f32(in.residual.size(), ref::mix_seed(seed, 2), -4.0f, 4.0f);  // magnitudes like h's
+  in.delta_copies = delta_copies;
+  in.copies = delta_copies == 1  // magnitudes like h's
+                  ? random_f32(in.residual.size(), ref::mix_seed(seed, 2), -4.0f, 4.0f)
+                  : exact_sum_copies(delta_copies, max_m * k, ref::mix_seed(seed, 2));
+  in.delta = sum_copies(in.copies, max_m * k);
   in.weight = random_bf16(size_t(k), ref::mix_seed(seed, 3), -1.5f, 1.5f);
   in.normed.resize(in.residual.size());
   in.dev.resize(in.residual.size());
@@ -1831,6 +1903,16 @@ DeltaNormInputs make_delta_norm_inputs(const std::string& label, int64_t max_m, 
     delta_normed(in.residual.data() + t * k, in.delta.data() + t * k, in.weight, k, in.normed.data() + t * k,
                  in.dev.data() + t * k);
   return in;
+}
+
+// The residual_delta buffer of a batch of m <= max_m tokens: each copy's first m rows, the copies one after the
+// other ((delta_copies, m, k), NormGemvArgs::delta_copies).
+std::vector<float> delta_buffer(const DeltaNormInputs& in, int64_t m, int64_t k) {
+  const int64_t copy_size = int64_t(in.copies.size()) / in.delta_copies;
+  std::vector<float> buffer;
+  for (int32_t j = 0; j < in.delta_copies; ++j)
+    buffer.insert(buffer.end(), in.copies.begin() + j * copy_size, in.copies.begin() + j * copy_size + m * k);
+  return buffer;
 }
 
 // The part of the norm GEMV bound the inv_rms slack adds: moved[t][j] = Σ_i dev[t][i] |w[j][i]| for the first
@@ -1850,10 +1932,15 @@ std::vector<double> moved_by_dev(const std::vector<float>& dev, const std::vecto
 
 // The norm GEMVs with a residual delta, batch 1 (the engine's) and 3: y = normed · wᵀ within the gemm bound
 // plus Σ_i dev_i |w_i| (DeltaNormInputs); the partials are garbage the kernel must not read; residual and
-// delta left as they were. v9_gemv_norm_tma has no delta form and must refuse such args.
+// delta left as they were. The delta as one copy, and as three (NormGemvArgs::delta_copies: the normed state
+// from their sum, which v8, v10, v11 and v12 must take wherever they take one copy). v9_gemv_norm_tma has no
+// delta form and must refuse such args.
 TEST_F(GpuTest, NormGemvWithResidualDelta) {
-  VersionRunner<NormGemvArgs> runner(kernels::norm_gemv_versions());
-  const auto& v9 = kernels::find_version(kernels::norm_gemv_versions(), "v9_gemv_norm_tma");
+  const auto& versions = kernels::norm_gemv_versions();
+  VersionRunner<NormGemvArgs> runner(versions);
+  const auto& v9 = kernels::find_version(versions, "v9_gemv_norm_tma");
+  const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
+                                                     "v12_gemv_norm_ring"};
   struct Case {
     std::string name;
     int64_t n, k;
@@ -1867,64 +1954,70 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   constexpr int64_t kMaxM = 3, kGarbagePartials = 132;
   for (const Case& c : cases) {
     const std::string base = "norm_gemv residual_delta " + c.name + " n=" + str(c.n) + " k=" + str(c.k);
-    const DeltaNormInputs in = make_delta_norm_inputs(base, kMaxM, c.k);
     const auto w =
         random_bf16(size_t(c.n * c.k), ref::mix_seed(case_seed(base), 4), -0.05f, 0.05f);  // (n, k)
     std::vector<int64_t> rows(static_cast<size_t>(kMaxM));
     std::iota(rows.begin(), rows.end(), 0);
-    std::vector<float> exact(size_t(kMaxM * c.n)), abs_sum(exact.size());  // (3, n)
-    ref::gemm(in.normed.data(), w.data(), c.n, c.k, rows, exact.data(), abs_sum.data());
-    const std::vector<double> moved = moved_by_dev(in.dev, w, kMaxM, c.n, c.k);  // (3, n): Σ_i dev_i |w_ji|
     // Large positive values: summed, they would make inv_rms several times too small.
     std::vector<float> garbage =
         random_f32(size_t(kMaxM * kernels::kMaxNormPartials), ref::mix_seed(case_seed(base), 5), 1e4f, 1e6f);
-    auto residual_d = to_device(in.residual);  // re-uploaded before every run: it must stay as it is
-    auto delta_d = to_device(in.delta);
     const auto partials_d = to_device(garbage);
-    const auto weight_d = to_device(in.weight);
     const auto w_d = to_device(w);
-    for (const int64_t m : {int64_t(1), kMaxM}) {
-      const std::string label = base + " m=" + str(m);
-      DeviceArray<uint16_t> y_d(size_t(m * c.n));  // (m, n)
-      NormGemvArgs args{as_bf16(residual_d),
-                        partials_d.get(),
-                        kGarbagePartials,
-                        as_bf16(weight_d),
-                        kEps,
-                        as_bf16(w_d),
-                        as_bf16(y_d),
-                        m,
-                        c.n,
-                        c.k,
-                        m == kMaxM ? 0.5f : 0.0f};  // m == 3: also the late PDL trigger
-      args.residual_delta = delta_d.get();
-      EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
-      runner.run(
-          label, args,
-          [&] {
-            residual_d.upload(in.residual);
-            delta_d.upload(in.delta);
-            y_d.poison();
-          },
-          [&](const std::string& run_label) {
-            const auto got = y_d.download();
-            Check check("y");
-            for (int64_t i = 0; i < m * c.n; ++i) {
-              const double e = exact[size_t(i)];
-              check.near(i, got[size_t(i)], e,
-                         kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(i)] + moved[size_t(i)]);
-            }
-            expect_ok(check, run_label, kGemmFrobenius);
-            const auto got_residual = residual_d.download();
-            Check residual("residual (read only)");
-            for (size_t i = 0; i < got_residual.size(); ++i)
-              residual.exact(int64_t(i), got_residual[i], in.residual[i]);
-            expect_ok(residual, run_label);
-            const auto got_delta = delta_d.download();
-            EXPECT_EQ(std::memcmp(got_delta.data(), in.delta.data(), in.delta.size() * sizeof(float)), 0)
-                << run_label << " | residual_delta (read only) changed";
-          },
-          c.required, {produced(residual_d), produced(delta_d)});
+    for (const int32_t copies : {1, 3}) {
+      const std::string copies_base = base + (copies > 1 ? " delta_copies=" + str(copies) : "");
+      const DeltaNormInputs in = make_delta_norm_inputs(copies_base, kMaxM, c.k, copies);
+      std::vector<float> exact(size_t(kMaxM * c.n)), abs_sum(exact.size());  // (3, n)
+      ref::gemm(in.normed.data(), w.data(), c.n, c.k, rows, exact.data(), abs_sum.data());
+      const std::vector<double> moved = moved_by_dev(in.dev, w, kMaxM, c.n, c.k);  // (3, n): Σ_i dev_i |w_ji|
+      auto residual_d = to_device(in.residual);  // re-uploaded before every run: it must stay as it is
+      const auto weight_d = to_device(in.weight);
+      for (const int64_t m : {int64_t(1), kMaxM}) {
+        const std::string label = copies_base + " m=" + str(m);
+        const std::vector<float> delta = delta_buffer(in, m, c.k);  // (copies, m, k)
+        auto delta_d = to_device(delta);
+        DeviceArray<uint16_t> y_d(size_t(m * c.n));  // (m, n)
+        NormGemvArgs args{as_bf16(residual_d),
+                          partials_d.get(),
+                          kGarbagePartials,
+                          as_bf16(weight_d),
+                          kEps,
+                          as_bf16(w_d),
+                          as_bf16(y_d),
+                          m,
+                          c.n,
+                          c.k,
+                          m == kMaxM ? 0.5f : 0.0f};  // m == 3: also the late PDL trigger
+        args.residual_delta = delta_d.get();
+        args.delta_copies = copies;
+        EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
+        if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
+        runner.run(
+            label, args,
+            [&] {
+              residual_d.upload(in.residual);
+              delta_d.upload(delta);
+              y_d.poison();
+            },
+            [&](const std::string& run_label) {
+              const auto got = y_d.download();
+              Check check("y");
+              for (int64_t i = 0; i < m * c.n; ++i) {
+                const double e = exact[size_t(i)];
+                check.near(i, got[size_t(i)], e,
+                           kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(i)] + moved[size_t(i)]);
+              }
+              expect_ok(check, run_label, kGemmFrobenius);
+              const auto got_residual = residual_d.download();
+              Check residual("residual (read only)");
+              for (size_t i = 0; i < got_residual.size(); ++i)
+                residual.exact(int64_t(i), got_residual[i], in.residual[i]);
+              expect_ok(residual, run_label);
+              const auto got_delta = delta_d.download();
+              EXPECT_EQ(std::memcmp(got_delta.data(), delta.data(), delta.size() * sizeof(float)), 0)
+                  << run_label << " | residual_delta (read only) changed";
+            },
+            c.required, {produced(residual_d), produced(delta_d)});
+      }
     }
   }
 }
@@ -2091,21 +2184,62 @@ MlpProblem make_mlp_problem(const std::string& base, int64_t hidden, int64_t int
   return p;
 }
 
-// The delta after `launches` launches starting from delta_in (want = delta_in + launches * down) and its
-// bound: each launch adds down within 2^-12 (down_abs + |the delta before it|) + down_moved
-// (NormMlpMatchesReference), the delta before launch l (from 0) within |delta_in| + l down_abs, plus 2^-10 of
-// the sum for the earlier launches' own errors when there are several.
-void mlp_delta_expectation(const MlpProblem& p, const std::vector<float>& delta_in, int launches,
-                           std::vector<double>& want, std::vector<double>& bound) {
+// What the delta holds before a NormMlp launch, (delta_copies, hidden) (NormMlpArgs::delta_copies): zeros, or
+// random values, one copy at full fp32 mantissas (random_f32), several exact_sum_copies (so that their sum is
+// exact). sum: Σ_j copy j, the delta the oracle starts from; abs_sum: Σ_j |copy j|, its bound's |delta before|.
+struct MlpDeltaStart {
+  std::vector<float> copies, sum, abs_sum;  // (delta_copies, hidden), (hidden), (hidden)
+};
+
+MlpDeltaStart mlp_delta_start(int64_t hidden, int32_t copies, bool random, uint64_t seed) {
+  MlpDeltaStart s;
+  if (!random)
+    s.copies.assign(size_t(copies * hidden), 0.0f);
+  else if (copies == 1)
+    s.copies = random_f32(size_t(hidden), ref::mix_seed(seed, 1), -2.0f, 2.0f);
+  else
+    s.copies = exact_sum_copies(copies, hidden, ref::mix_seed(seed, 1));
+  s.sum = sum_copies(s.copies, hidden);
+  s.abs_sum = sum_copies(s.copies, hidden, true);
+  return s;
+}
+
+// The delta after `launches` launches starting from start (want = Σ copies + launches * down, summed over the
+// copies) and its bound: each launch adds down within 2^-12 (down_abs + Σ_j |copy j before it|) + down_moved
+// (NormMlpMatchesReference; each copy's fp32 reductions round at most at its own magnitude), the copies before
+// launch l (from 0) within Σ_j |start copy j| + l down_abs, plus 2^-10 of the sum for the earlier launches' own
+// errors when there are several.
+void mlp_delta_expectation(const MlpProblem& p, const MlpDeltaStart& start, int launches, std::vector<double>& want,
+                           std::vector<double>& bound) {
   want.resize(p.down.size());
   bound.resize(p.down.size());
   for (size_t i = 0; i < p.down.size(); ++i) {
-    want[i] = double(delta_in[i]) + launches * p.down[i];
+    want[i] = double(start.sum[i]) + launches * p.down[i];
     double b = 0;
     for (int l = 0; l < launches; ++l)
-      b += kGemmAccumTol * (p.down_abs[i] * (1 + l) + std::fabs(delta_in[i])) + p.down_moved[i];
+      b += kGemmAccumTol * (p.down_abs[i] * (1 + l) + start.abs_sum[i]) + p.down_moved[i];
     bound[i] = launches == 1 ? b : b * (1 + 0x1p-10);
   }
+}
+
+// The delta a NormMlp launch (or two) left, got (delta_copies, hidden): its sum over the copies (fp32, j = 0, 1, ...
+// in turn, as the readers sum them: at most a few fp32 ulps from any other order, far inside the bound) within
+// bound of want (expect_f32_near), and every copy no CTA adds to (j >= ctas: CTA c adds to copy c % delta_copies)
+// bit for bit as it started. Returns the summed delta.
+std::vector<float> check_mlp_delta(const std::vector<float>& got, const MlpDeltaStart& start, int64_t ctas,
+                                   const std::vector<double>& want, const std::vector<double>& bound,
+                                   const std::string& run_label) {
+  const int64_t hidden = int64_t(want.size()), copies = int64_t(got.size()) / hidden;
+  std::vector<float> sum = sum_copies(got, hidden);
+  expect_f32_near(copies > 1 ? "residual_delta (sum of the copies)" : "residual_delta", sum, want, bound, run_label,
+                  kGemmFrobenius);
+  for (int64_t j = ctas; j < copies; ++j) {
+    const size_t bytes = size_t(hidden) * sizeof(float);
+    EXPECT_EQ(std::memcmp(got.data() + j * hidden, start.copies.data() + j * hidden, bytes), 0)
+        << run_label << " | residual_delta copy " << j << " of " << copies << " changed, yet none of the " << ctas
+        << " CTAs adds to it";
+  }
+  return sum;
 }
 
 // residual_delta += down(act) for the whole sublayer in one launch (NormMlpArgs), as MlpProblem. Bound: 2^-12
@@ -2114,13 +2248,17 @@ void mlp_delta_expectation(const MlpProblem& p, const std::vector<float>& delta_
 // error <= 5e-3 (a CTA's block of features lost moves it by about (features / inter)^1/2). The delta is an
 // accumulator, so it cannot be poisoned: it starts at 0 (as the engine leaves it) or, to check the "+=", at
 // random values. The residual is read only. (v3_mlp_qkv_next refuses these args:
-// NormMlpNextQkvMatchesReference.)
+// NormMlpNextQkvMatchesReference.) With delta_copies = 4 (NormMlpArgs::delta_copies) the delta is their sum
+// (every copy pre-filled when it accumulates), and a copy no CTA adds to (3 CTAs) must stay as it was;
+// v2_mlp_split_down_ring must take them on the Qwen3-8B shape, v1 and v4 may refuse them (skipped).
 TEST_F(GpuTest, NormMlpMatchesReference) {
-  VersionRunner<NormMlpArgs> runner(kernels::norm_mlp_versions());
+  const auto& versions = kernels::norm_mlp_versions();
+  VersionRunner<NormMlpArgs> runner(versions);
   struct Run {
     int32_t prewait_rows;  // -1: the version's default
     int64_t partials;      // norm partials the residual's producer left
     bool accumulate;       // the delta starts at random values instead of 0
+    int32_t delta_copies = 1;
   };
   struct Case {
     std::string name;
@@ -2130,10 +2268,13 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
     bool required;
   };
   const std::vector<Case> cases = {
-      {"qwen3-8b", kHidden, kInter, 0, {{-1, 132, false}, {-1, 3, true}}, true},
+      {"qwen3-8b", kHidden, kInter, 0, {{-1, 132, false}, {-1, 3, true}, {-1, 132, false, 4}, {-1, 3, true, 4}},
+       true},
       {"qwen3-0.6b", 1024, 3072, 0, {{-1, 3, false}, {0, 132, false}, {8, 3, true}}, false},
       {"hidden=5120 (two vectors a thread)", 5120, 1000, 0, {{-1, 3, false}}, false},
-      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true}}, false},
+      // With 4 delta copies: two CTAs add to copy 0, one to each of the others.
+      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true}, {-1, 3, true, 4}}, false},
+      {"3 CTAs (a delta copy no CTA adds to)", 256, 96, 3, {{-1, 3, true, 4}, {-1, 132, false, 4}}, false},
       {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false}, {-1, 132, true}}, false},
   };
   for (const Case& c : cases) {
@@ -2144,28 +2285,32 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
     const auto weight_d = to_device(p.in.weight);
     const auto w_gate_up_d = to_device(p.w_gate_up);
     const auto w_down_t_d = to_device(p.w_down_t);
-    DeviceArray<float> delta_d(size_t(c.hidden));  // (1, hidden)
     for (const Run& r : c.runs) {
-      const std::string label = base + " prewait_rows=" + str(r.prewait_rows) +
-                                " partials=" + str(r.partials) + (r.accumulate ? " delta+=" : "");
+      const std::string label = base + " prewait_rows=" + str(r.prewait_rows) + " partials=" + str(r.partials) +
+                                (r.accumulate ? " delta+=" : "") +
+                                (r.delta_copies > 1 ? " delta_copies=" + str(r.delta_copies) : "");
       const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, r.partials, true, case_seed(label)));
-      const std::vector<float> delta_in =  // (hidden): what the delta holds before the launch
-          r.accumulate ? random_f32(size_t(c.hidden), ref::mix_seed(case_seed(label), 1), -2.0f, 2.0f)
-                       : std::vector<float>(size_t(c.hidden), 0.0f);
+      // What the delta holds before the launch.
+      const MlpDeltaStart start = mlp_delta_start(c.hidden, r.delta_copies, r.accumulate, case_seed(label));
       std::vector<double> want, bound;
-      mlp_delta_expectation(p, delta_in, 1, want, bound);
+      mlp_delta_expectation(p, start, 1, want, bound);
+      DeviceArray<float> delta_d(start.copies.size());  // (delta_copies, hidden)
       NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    r.partials,    as_bf16(weight_d), kEps,
                        as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
       args.ctas = c.ctas;
       args.prewait_rows = r.prewait_rows;
+      args.delta_copies = r.delta_copies;
+      if (r.delta_copies > 1)
+        check_delta_copies_support(versions, args, label, c.required, {"v2_mlp_split_down_ring"});
+      const int64_t ctas = kernels::norm_mlp_ctas(args);
       runner.run(
           label, args,
           [&] {
             residual_d.upload(p.in.residual);
-            delta_d.upload(delta_in);
+            delta_d.upload(start.copies);
           },
           [&](const std::string& run_label) {
-            expect_f32_near("residual_delta", delta_d.download(), want, bound, run_label, kGemmFrobenius);
+            check_mlp_delta(delta_d.download(), start, ctas, want, bound, run_label);
             const auto got_residual = residual_d.download();
             Check residual("residual (read only)");
             for (size_t i = 0; i < got_residual.size(); ++i)
@@ -2205,7 +2350,9 @@ bool mlp_qkv_next_supports(const NormMlpArgs& a) {
 // partials, next_out the second's). next_rows below the CTA count leaves CTAs without next rows, which must
 // still arrive at the grid-wide wait (if one did not, the others would spin until spin_until_at_least traps
 // and the context is lost). v1 and v2 must refuse args with w_next set; v3 args missing any next field, or
-// with more CTAs than SMs.
+// with more CTAs than SMs. With delta_copies = 4 (which v3 must take on the Qwen3-8B shape) the delta is checked
+// as NormMlpMatchesReference checks it (the sum of the copies; a copy no CTA adds to untouched) and next_out's
+// oracle is built from the sum of the kernel's own copies.
 TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
   const auto& versions = kernels::norm_mlp_versions();
   const auto& v1 = kernels::find_version(versions, "v1_mlp_split_down");
@@ -2219,6 +2366,7 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
     int64_t partials;      // norm partials the residual's producer left
     bool accumulate;       // the delta starts at random values instead of 0
     int64_t next_rows;
+    int32_t delta_copies = 1;
   };
   struct Case {
     std::string name;
@@ -2235,11 +2383,14 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
        kHidden,
        kInter,
        0,
-       {{-1, 132, false, kQkvRows}, {-1, 3, true, kQkvRows}, {-1, 3, false, 7}},
+       {{-1, 132, false, kQkvRows}, {-1, 3, true, kQkvRows}, {-1, 3, false, 7}, {-1, 3, true, kQkvRows, 4}},
        true},
       {"qwen3-0.6b", 1024, 3072, 0, {{-1, 3, false, 4096}, {0, 132, false, 7}, {8, 3, true, 200}}, false},
       {"hidden=5120 (two vectors a thread)", 5120, 1000, 0, {{-1, 3, false, 7168}, {-1, 3, true, 7}}, false},
-      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true, 3}, {-1, 3, false, 200}}, false},
+      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true, 3}, {-1, 3, false, 200}, {-1, 3, true, 200, 4}},
+       false},
+      {"3 CTAs (a delta copy no CTA adds to)", 256, 96, 3, {{-1, 3, true, 200, 4}, {-1, 132, false, 3, 4}},
+       false},
       {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false, 7}, {-1, 132, true, 200}}, false},
   };
   constexpr int64_t kGuard = 8;  // next_out entries past next_rows, poisoned: they must stay so
@@ -2262,15 +2413,15 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
     const auto w_down_t_d = to_device(p.w_down_t);
     const auto next_weight_d = to_device(next_weight);
     const auto w_next_d = to_device(w_next);
-    DeviceArray<float> delta_d(size_t(c.hidden));  // (1, hidden)
     for (const Run& r : c.runs) {
       const std::string label = base + " next_rows=" + str(r.next_rows) +
                                 " prewait_rows=" + str(r.prewait_rows) + " partials=" + str(r.partials) +
-                                (r.accumulate ? " delta+=" : "");
+                                (r.accumulate ? " delta+=" : "") +
+                                (r.delta_copies > 1 ? " delta_copies=" + str(r.delta_copies) : "");
       const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, r.partials, true, case_seed(label)));
-      const std::vector<float> delta_in =  // (hidden): what the delta holds before the launch
-          r.accumulate ? random_f32(size_t(c.hidden), ref::mix_seed(case_seed(label), 1), -2.0f, 2.0f)
-                       : std::vector<float>(size_t(c.hidden), 0.0f);
+      // What the delta holds before the launch.
+      const MlpDeltaStart start = mlp_delta_start(c.hidden, r.delta_copies, r.accumulate, case_seed(label));
+      DeviceArray<float> delta_d(start.copies.size());  // (delta_copies, hidden)
       DeviceArray<uint16_t> next_out_d(size_t(r.next_rows + kGuard));
       NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    r.partials,    as_bf16(weight_d), kEps,
                        as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
@@ -2281,6 +2432,8 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
       args.next_out = as_bf16(next_out_d);
       args.next_rows = r.next_rows;
       args.sync = sync_d.get();
+      args.delta_copies = r.delta_copies;
+      const int64_t ctas = kernels::norm_mlp_ctas(args);
 
       EXPECT_FALSE(v1.supports(args)) << label << " | " << v1.name << " must refuse args with w_next set";
       EXPECT_FALSE(v2.supports(args)) << label << " | " << v2.name << " must refuse args with w_next set";
@@ -2310,7 +2463,7 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
 
       for (const int launches : {1, 2}) {
         std::vector<double> want, bound;
-        mlp_delta_expectation(p, delta_in, launches, want, bound);
+        mlp_delta_expectation(p, start, launches, want, bound);
         const auto check = [&](const std::string& run_label) {
           const auto words = sync_d.download();
           if (words[0] != 0 || words[1] != 0) {
@@ -2318,8 +2471,8 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
                           << " (must be 0, 0 for the next launch)";
             sync_d.upload(zero_words);  // so that the later runs do not wait on them
           }
-          const auto got_delta = delta_d.download();
-          expect_f32_near("residual_delta", got_delta, want, bound, run_label, kGemmFrobenius);
+          // The delta the kernel left, summed over its copies as the readers sum them.
+          const auto got_delta = check_mlp_delta(delta_d.download(), start, ctas, want, bound, run_label);
           const auto got_residual = residual_d.download();
           Check residual("residual (read only)");
           for (size_t i = 0; i < got_residual.size(); ++i)
@@ -2353,7 +2506,7 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
             .run(label + (launches == 1 ? "" : " twice back to back"), args,
                  [&] {
                    residual_d.upload(p.in.residual);
-                   delta_d.upload(delta_in);
+                   delta_d.upload(start.copies);
                    next_out_d.poison();
                  },
                  check, c.required, {produced(residual_d), produced(partials_d), produced(delta_d)});
