@@ -95,9 +95,27 @@ __device__ __forceinline__ void load_norm_weight(const bf16* norm_weight, int64_
   }
 }
 
-// The normed input at this thread's columns, x = bf16(w * bf16(h * inv_rms)) as gemv_fused::norm_prologue makes
-// it, inv_rms from the producer's partial sums of squares (every warp sums them in norm_prologue's order, so every
-// CTA gets the same bits), norm_w this thread's pieces of the norm weight (load_norm_weight). Zeros past the row.
+// x = bf16(w * bf16(h * inv_rms)) at this thread's columns, as gemv_fused::norm_prologue makes it; zeros past the
+// row.
+template <int kVecs>
+__device__ __forceinline__ void scale_normed(const float (&h)[kVecs][8], const uint4 (&norm_w)[kVecs], float inv_rms,
+                                             int64_t hidden, float (&x)[kVecs][8]) {
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
+    if (col >= hidden / 8) continue;
+    float w[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(norm_w[v]), w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(h[v][e] * inv_rms));
+  }
+}
+
+// The normed input at this thread's columns (scale_normed), inv_rms from the producer's partial sums of squares
+// (every warp sums them in norm_prologue's order, so every CTA gets the same bits), norm_w this thread's pieces of
+// the norm weight (load_norm_weight).
 template <int kVecs>
 __device__ __forceinline__ void normed_from_partials(const bf16* residual, const float* partials,
                                                      int64_t partial_count, const uint4 (&norm_w)[kVecs], float eps,
@@ -107,18 +125,13 @@ __device__ __forceinline__ void normed_from_partials(const bf16* residual, const
   for (int64_t i = lane; i < partial_count; i += kWarpSize) sum_sq += partials[i];
   sum_sq = warp_sum(sum_sq);
   const float inv_rms = 1.0f / sqrtf(sum_sq / float(hidden) + eps);
+  float h[kVecs][8] = {};
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     const int64_t col = threadIdx.x + int64_t(v) * kThreads;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
-    if (col >= hidden / 8) continue;
-    float h[8], w[8];
-    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
-    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(norm_w[v]), w);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(h[e] * inv_rms));
+    if (col < hidden / 8) bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h[v]);
   }
+  scale_normed<kVecs>(h, norm_w, inv_rms, hidden, x);
 }
 
 // The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
@@ -161,18 +174,7 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
   float total = 0.0f;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
-  const float inv_rms = 1.0f / sqrtf(total / float(hidden) + eps);
-#pragma unroll
-  for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
-    if (col >= hidden / 8) continue;
-    float w[8];
-    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(norm_w[v]), w);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[v][e] = bf16_round(w[e] * bf16_round(hn[v][e] * inv_rms));
-  }
+  scale_normed<kVecs>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
 }
 
 }  // namespace qwen3::kernels::gemv_ring

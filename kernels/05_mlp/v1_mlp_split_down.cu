@@ -65,6 +65,24 @@ __host__ __device__ __forceinline__ int64_t max_features(int64_t ctas, int64_t i
   return (inter + ctas - 1) / ctas;
 }
 
+// Every gate and up row of the CTA multiplied: act[i] = bf16(bf16(silu(g)) * u) for its `features`, g and u the
+// sums of the kWarps warp sums in dots (gate rows at [0, features), up rows at [features, 2 features) of each
+// warp's stride), rounded to bf16 where transformers rounds. PRECOND: every thread of the CTA calls it.
+__device__ __forceinline__ void swiglu_block(const float* dots, int64_t dots_stride, int64_t features, float* act) {
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < features; i += kThreads) {
+    float g = 0.0f, u = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      g += dots[w * dots_stride + i];
+      u += dots[w * dots_stride + features + i];
+    }
+    g = bf16_round(g);
+    u = bf16_round(u);
+    act[i] = bf16_round(bf16_round(g / (1.0f + expf(-g))) * u);
+  }
+  __syncthreads();
+}
+
 // kVecs: 16-byte vectors of a row per thread (hidden / 8 <= kVecs * kThreads); kDepth: rows in flight per thread.
 template <int kVecs, int kDepth>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs a, int prewait_rows) {
@@ -124,21 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs
     for (int d = 0; d < kDepth; ++d) {
       const int64_t r = r0 + d;  // the same for every thread: the branches below are block-uniform
       if (r >= rows) break;
-      if (r == 2 * features) {
-        // Every gate and up row multiplied: SwiGLU of the block, rounded where transformers rounds.
-        __syncthreads();
-        for (int64_t i = threadIdx.x; i < features; i += kThreads) {
-          float g = 0.0f, u = 0.0f;
-          for (int w = 0; w < kWarps; ++w) {
-            g += dots[w * dots_stride + i];
-            u += dots[w * dots_stride + features + i];
-          }
-          g = bf16_round(g);
-          u = bf16_round(u);
-          act_s[i] = bf16_round(bf16_round(g / (1.0f + expf(-g))) * u);
-        }
-        __syncthreads();
-      }
+      if (r == 2 * features) swiglu_block(dots, dots_stride, features, act_s);
       if (r < 2 * features) {
         float dot = 0.0f;
 #pragma unroll
@@ -312,20 +316,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
     if (g == (groups > kStages - 1 ? groups - (kStages - 1) : 0) && warp == 0)
       prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, lane);
     if (g == groups_a) {
-      // Every gate and up row multiplied: SwiGLU of the block, rounded where transformers rounds.
       stamp(a.trace, kTraceGateUp);
-      __syncthreads();
-      for (int64_t i = threadIdx.x; i < features; i += kThreads) {
-        float gate = 0.0f, up = 0.0f;
-        for (int ww = 0; ww < kWarps; ++ww) {
-          gate += dots[ww * dots_stride + i];
-          up += dots[ww * dots_stride + features + i];
-        }
-        gate = bf16_round(gate);
-        up = bf16_round(up);
-        act_s[i] = bf16_round(bf16_round(gate / (1.0f + expf(-gate))) * up);
-      }
-      __syncthreads();
+      swiglu_block(dots, dots_stride, features, act_s);
     }
     if (kNext && g == groups_ab) {
       // Every down row multiplied: add the partial, wait for every CTA's, then norm the new hidden state.
@@ -417,6 +409,16 @@ void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
   launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
 }
 
+// The ring kernel at the piece count the row needs (kGroup halves where a thread holds two pieces of a row).
+template <bool kNext>
+void launch_ring(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden / 8 <= kThreads)
+    launch_ring_shape<1, 8, 3, kNext>(a, stream);
+  else
+    launch_ring_shape<2, 4, 3, kNext>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 int64_t norm_mlp_ctas(const NormMlpArgs& args) { return ctas_for(args); }
@@ -442,11 +444,7 @@ void launch_mlp_split_down_v2(const NormMlpArgs& args, cudaStream_t stream) {
   NormMlpArgs a = args;
   a.l2_prefetch = nullptr;  // (v4's)
   a.l2_prefetch_bytes = 0;
-  if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, false>(a, stream);
-  else
-    launch_ring_shape<2, 4, 3, false>(a, stream);
-  CUDA_CHECK_LAUNCH();
+  launch_ring<false>(a, stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).
@@ -456,11 +454,7 @@ bool mlp_split_down_v4_supports(const NormMlpArgs& a) {
 }
 
 void launch_mlp_split_down_v4(const NormMlpArgs& a, cudaStream_t stream) {
-  if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, false>(a, stream);
-  else
-    launch_ring_shape<2, 4, 3, false>(a, stream);
-  CUDA_CHECK_LAUNCH();
+  launch_ring<false>(a, stream);
 }
 
 // v3 needs the next layer's QKV fields, and every CTA resident at once (one per SM) for its grid-wide wait.
@@ -473,11 +467,7 @@ bool mlp_qkv_next_v3_supports(const NormMlpArgs& a) {
 }
 
 void launch_mlp_qkv_next_v3(const NormMlpArgs& a, cudaStream_t stream) {
-  if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, true>(a, stream);
-  else
-    launch_ring_shape<2, 4, 3, true>(a, stream);
-  CUDA_CHECK_LAUNCH();
+  launch_ring<true>(a, stream);
 }
 
 bool mlp_split_down_v1_supports(const NormMlpArgs& a) {

@@ -1298,30 +1298,24 @@ int32_t CudaEngine::forward_and_sample(std::span<const int32_t> tokens, Sampler&
 
 int64_t CudaEngine::decode_weight_bytes() const { return impl_->decode_weight_bytes; }
 
-std::vector<uint64_t> CudaEngine::mlp_trace() const {
-  std::vector<uint64_t> host(impl_->mlp_trace.bytes() / sizeof(uint64_t));
-  if (!host.empty()) {
-    CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-    CUDA_CHECK(cudaMemcpy(host.data(), impl_->mlp_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
-  }
+namespace {
+
+// A profiling trace buffer's stamps, once the stream's work is done (empty when the trace is off).
+std::vector<uint64_t> download_stamps(const DeviceBuffer& trace, cudaStream_t stream) {
+  std::vector<uint64_t> host(trace.bytes() / sizeof(uint64_t));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!host.empty()) CUDA_CHECK(cudaMemcpy(host.data(), trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
   return host;
 }
 
-std::vector<uint64_t> CudaEngine::qkv_trace() const {
-  std::vector<uint64_t> host(impl_->qkv_trace.bytes() / sizeof(uint64_t));
-  if (!host.empty()) {
-    CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-    CUDA_CHECK(cudaMemcpy(host.data(), impl_->qkv_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
-  }
-  return host;
-}
+}  // namespace
+
+std::vector<uint64_t> CudaEngine::mlp_trace() const { return download_stamps(impl_->mlp_trace, impl_->stream); }
+
+std::vector<uint64_t> CudaEngine::qkv_trace() const { return download_stamps(impl_->qkv_trace, impl_->stream); }
 
 std::vector<uint64_t> CudaEngine::attention_o_trace() const {
-  std::vector<uint64_t> host(impl_->attention_o_trace.bytes() / sizeof(uint64_t));
-  CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  if (!host.empty())
-    CUDA_CHECK(cudaMemcpy(host.data(), impl_->attention_o_trace.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost));
-  return host;
+  return download_stamps(impl_->attention_o_trace, impl_->stream);
 }
 
 uint64_t CudaEngine::last_logits_hash(int64_t row) const {
