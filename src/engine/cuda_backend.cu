@@ -749,7 +749,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_l2_prefetch_rows,
                                    o.attention_o_ring_stages};
       a.residual_delta = residual_delta;
-      a.delta_copies = o.mlp_delta_copies;
+      a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;
@@ -808,7 +808,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
                                   QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
           a.residual_delta = pending_delta;
-          a.delta_copies = o.mlp_delta_copies;
+          a.delta_copies = pending_delta ? o.mlp_delta_copies : 1;
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;
