@@ -24,7 +24,7 @@ def summarize(path):
     t = load(path)
     layers, ctas, events = t["layers"], t["ctas"], t["events"]
     names = t.get("event_names", EVENTS)
-    last = events - 1
+    last = names.index("end") if "end" in names else events - 1
     stamps = t["stamps_ns"]
     sums = {e: [0.0, 0.0, 0] for e in names}  # mean-sum, max-sum, layers counted
     spans, starts = [], []

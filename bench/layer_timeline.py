@@ -35,8 +35,8 @@ def main(mlp_path, attn_path):
         q_events, q_stamps = mlp["qkv_events"], mlp["qkv_stamps_ns"]
         q_ctas = len(q_stamps) // (q_events * (mlp["layers"] + 1))
         qkv = {"layers": mlp["layers"] + 1, "ctas": q_ctas, "events": q_events, "stamps_ns": q_stamps}
-    an = {e: i for i, e in enumerate(["start", "issued", "waited", "attended", "all_splits", "merged", "weights_in",
-                                      "end"])}
+    an = {e: i for i, e in enumerate(attn.get("event_names", ["start", "issued", "waited", "attended", "all_splits",
+                                                              "merged", "weights_in", "end"]))}
     spans = {}
 
     def add(name, value):
@@ -68,6 +68,10 @@ def main(mlp_path, attn_path):
                 add("  qkv: last CTA end, after mlp end", max(r[qn["end"]] for r in q) - m_end)
         add("attention_o: wait -> last split written", max(attended) - a_wait)
         add("attention_o: wait -> merged (mean CTA)", a_merged - a_wait)
+        for point in ("weights_in", "o_staged", "o_rows"):  # the o phase's points, where the trace has them
+            if point in an and any(r[an[point]] for r in a):
+                add(f"attention_o: wait -> {point} (mean CTA)",
+                    statistics.mean(r[an[point]] for r in a if r[an[point]]) - a_wait)
         add("attention_o: wait -> last CTA end", a_end - a_wait)
         add("boundary: attention_o end -> next mlp wait released", n_wait - a_end)
         add("layer period (mlp wait -> next mlp wait)", n_wait - m_wait)

@@ -158,8 +158,13 @@ struct QkvAttentionOArgs {
   int32_t keys_per_split = 0;  // tuning: the fewest keys a CTA's split gets before more CTAs share them (0: default)
   int32_t smem_bytes = 0;      // tuning: the dynamic shared memory a CTA takes, most of it staged w_o rows (0: default)
   int32_t l2_prefetch_rows = -1;  // tuning: rows past the staged ones a CTA prefetches into L2 at its start
-                                  // (-1: the version's default)
+                                  // (v3: after the PDL wait; -1: the version's default, v1/v2 none, v3 all)
   int32_t ring_stages = 0;        // tuning: K/V tiles in the attention's ring, 2, 4 or 8 (0: the version's choice)
+  // Tuning (v3-v5): which steps of the shortened chain run, a bit mask: 1 the split's first K/V tile prefetched
+  // into L2 before the PDL wait, 2 the residual rows read after the CTA's split instead of before it, 4 the merge's
+  // values loaded together with its statistics (-1: all; v1 and v2 run none). Diagnostic, v1-v3, with a
+  // non-negative mask: 8 runs the o loop twice (same result; the trace's o_staged stamps the first pass's end).
+  int32_t chain_steps = -1;
   // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (v1: QkvAttentionOTraceEvent in its source).
   uint64_t* trace = nullptr;
@@ -169,7 +174,7 @@ struct QkvAttentionOArgs {
   float* residual_delta = nullptr;
   int32_t delta_copies = 1;  // the delta is the sum of this many (hidden) copies (NormMlpArgs); all are zeroed
 };
-constexpr int kQkvAttentionOTraceEvents = 8;
+constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
 int64_t qkv_attention_o_partials(int64_t hidden, int64_t kv_heads);
 int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_t kv_heads, int64_t head_dim);

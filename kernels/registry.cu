@@ -79,6 +79,12 @@ void launch_qkv_attention_o_v1(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v1_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v2(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v2_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v3(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v3_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v4(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v4_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v5(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v5_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -259,6 +265,18 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                         "bf16 attention output instead of every split's partials "
                                         "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v2, qkv_attention_o_v2_supports},
+      {"v3_qkv_attention_o_short_chain", "v2 with a shorter chain after the wait: the split's K/V rows prefetched "
+                                         "into L2 before it, the residual rows read after the split, the merge's "
+                                         "values loaded with its statistics (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v3, qkv_attention_o_v3_supports},
+      {"v4_qkv_attention_o_grouped", "v3 with the o rows multiplied in groups of 8 read by the whole CTA, the first "
+                                     "16 rows that are not staged loaded into registers while the attention runs "
+                                     "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v4, qkv_attention_o_v4_supports},
+      {"v5_qkv_attention_o_mma", "v3 with the o rows multiplied on tensor cores (mma.m16n8k16, the attention "
+                                 "output as column 0 of B), staged rows padded against bank conflicts "
+                                 "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v5, qkv_attention_o_v5_supports},
   };
   return v;
 }

@@ -1,4 +1,5 @@
-// v1_qkv_attention_o and v2_qkv_attention_o_head_merge: the decode attention and the o projection (with its
+// v1_qkv_attention_o, v2_qkv_attention_o_head_merge (the default), v3_qkv_attention_o_short_chain,
+// v4_qkv_attention_o_grouped and v5_qkv_attention_o_mma: the decode attention and the o projection (with its
 // residual add) in one launch, batch 1.
 //
 // Why: in the chain, the fused attention (v12) is a ~8 us dependent chain per layer while HBM idles (qkv read,
@@ -22,6 +23,20 @@
 //  4. Every CTA multiplies its rows by it and updates them in the residual, bf16(residual + bf16(o)), leaving
 //     Σ residual² over its rows for the next norm GEMV.
 // The counters are zero between launches: the last CTA to use them resets them.
+// v3 (kShortChain): the same work with less on the path from the PDL wait to the attention output. Traced at
+// context 128 (session 6), a split took ~7 us from the wait to its count and the head merge ~2 us more while HBM
+// idled. So the split's first K/V tile is prefetched into L2 before the wait (the V tile of a 2-deep ring is
+// otherwise fetched from HBM only after the K tile is consumed), the residual rows and the delta are read after
+// the CTA's split (v2 read them first, an L2 round trip before the attention), the merge's first values are loaded
+// together with its statistics, and a lone split (splits == 1) writes its head from shared memory. Each step can
+// be turned off (QkvAttentionOArgs::chain_steps). Measured (H200, Qwen3-8B, ITERATIONS.md session 7): slower than
+// v2 at every context (4.279 vs 4.241 ms a step at 128, 4.475 vs 4.349 at 1024, 4.851 vs 4.674 at 8192), and with
+// every step off still 0.7% / 1.3% / 2.5% slower: the same memory work in different code. The first form also
+// pulled all unstaged o rows into L2 after the wait: 4.344 ms, and the o phase was no faster with them there.
+// v4 (kOVecs > 0): v3 with the o rows in groups of 8 read by the whole CTA (not 4 rows a warp) and the first 16
+// unstaged rows loaded into registers during the attention: 4.314-4.328 vs 4.241-4.274 ms. v5 (kOVecs < 0): v3
+// with the o rows on tensor cores: 4.302-4.312 vs 4.262-4.278 ms. In every form the o phase after the merge takes
+// ~7 us (traces): not the bytes (rows from L2 or registers did not shorten it) and not the FMAs (mma did not).
 // A first design gave CTA (row block, kv head) the w_o columns of one kv head (1 KB per row: 176 bulk copies a
 // CTA) and added the heads' partial sums in a last pass: 29 us isolated, 4.79 vs 4.29 ms per step (ITERATIONS.md).
 // PRECOND: tokens == 1; head_dim 64 or 128; q_heads / kv_heads <= 8; positions[0] < max_ctx; sm_90.
@@ -30,6 +45,7 @@
 #include <atomic>
 #include <cfloat>
 
+#include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/04_attention/attention_mma.cuh"
 #include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
@@ -83,11 +99,15 @@ int max_splits_for(const Grid& g, int64_t kv_heads) {
 
 // Shared memory, byte offsets from the dynamic base.
 struct Layout {
-  size_t ring, q, new_kv, partial, x, weights, residual, scores, p, w, bytes;
+  size_t ring, q, new_kv, partial, x, weights, residual, scores, p, dots, w, row_pitch, bytes;
   int staged_rows;
 };
 
-Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap, int rows_per_cta, size_t budget) {
+// o_vecs: the kernel's kOVecs. v4 and v5 (o_vecs != 0) need room for the o rows' warp sums, (kWarps,
+// rows_per_cta) floats; v5 (o_vecs < 0) pads each staged row by 64 bytes, so that the 8 rows of an mma fragment
+// (lanes 4 apart read the same columns of 8 rows) fall on different banks.
+Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap, int rows_per_cta, size_t budget,
+                  int o_vecs) {
   Layout l{};
   size_t at = 16;  // the mbarrier
   const auto take = [&](size_t bytes) {
@@ -104,10 +124,11 @@ Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap
   l.residual = take(size_t(rows_per_cta) * 2);
   l.scores = take(size_t(group) * keys_cap * 4);
   l.p = take(size_t(group) * attention_mma::p_stride(keys_cap) * 2);
-  const size_t row_bytes = size_t(q_heads) * head_dim * 2;
+  l.dots = o_vecs != 0 ? take(size_t(kWarps) * rows_per_cta * 4) : at;
+  l.row_pitch = size_t(q_heads) * head_dim * 2 + (o_vecs < 0 ? 64 : 0);
   const size_t room = budget > at ? budget - at : 0;
-  l.staged_rows = int(std::min<size_t>(size_t(rows_per_cta), room / row_bytes));
-  l.w = take(size_t(l.staged_rows) * row_bytes);
+  l.staged_rows = int(std::min<size_t>(size_t(rows_per_cta), room / l.row_pitch));
+  l.w = take(size_t(l.staged_rows) * l.row_pitch);
   l.bytes = at;
   return l;
 }
@@ -121,6 +142,8 @@ enum QkvAttentionOTraceEvent {
   kTraceAllSplits,    // every split is in
   kTraceMerged,       // the attention output is in shared memory
   kTraceWeightsIn,    // the staged w_o rows have landed
+  kTraceOStaged,      // v4: the staged rows multiplied (0 in v1-v3)
+  kTraceORows,        // every row's dot product done (v1-v3: thread 0's warp, before the sum of squares)
   kTraceEnd,          // its rows and norm partial are written
 };
 
@@ -137,7 +160,7 @@ enum QkvAttentionOTraceEvent {
 // kHeadMerge (v2): the last split of each kv head merges that head's splits and writes its bf16 output to
 // attention.out; every CTA then reads those 8 KB (Qwen3-8B) instead of every split's fp32 partials (v1: 48 KB at
 // 3 splits a head, 256 KB at 16), one more counter round trip for far fewer bytes read by all CTAs at once.
-template <int kHeadDim, int kStages, bool kHeadMerge>
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -145,6 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   const QkNormRopeCacheArgs& p = a.attention.prep;
   const int cta = blockIdx.x;
+  const int steps = kShortChain ? a.chain_steps : 0;  // v3, v4: QkvAttentionOArgs::chain_steps (-1: every bit)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int group = int(p.q_heads / p.kv_heads);
   const int64_t q_dim = p.q_heads * kHeadDim;
@@ -155,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem);
   bf16* x_s = reinterpret_cast<bf16*>(smem + l.x);              // (q_dim): the merged attention output, bf16
   float* weights = reinterpret_cast<float*>(smem + l.weights);  // (q_heads, kMaxSplits + 1): merge weights, total
-  const bf16* w_s = reinterpret_cast<const bf16*>(smem + l.w);  // (staged, q_dim)
+  const bf16* w_s = reinterpret_cast<const bf16*>(smem + l.w);  // (staged, q_dim), rows l.row_pitch bytes apart
   const bf16* w_rows = a.w_o + row0 * q_dim;                    // (rows, q_dim)
 
   // 1. This CTA's o weights, before anything else: nothing writes them.
@@ -173,17 +197,49 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0 && staged > 0) mbarrier_arrive_expect_tx(bar, uint32_t(staged * q_dim * 2));
     __syncwarp();
     for (int i = lane; i < staged; i += kWarpSize)
-      bulk_copy_g2s(const_cast<bf16*>(w_s) + i * q_dim, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
+      bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
     // Default none: prefetching the rest into L2 at the start measured slower (4.42 vs 4.36 ms per step), its
-    // traffic meets the attention's latency-bound reads.
-    const int prefetched = a.l2_prefetch_rows < 0 ? staged : min(rows, staged + a.l2_prefetch_rows);
+    // traffic meets the attention's latency-bound reads (and, in session 6, the QKV GEMV's stream).
+    const int prefetched =
+        kShortChain ? 0 : a.l2_prefetch_rows < 0 ? staged : min(rows, staged + a.l2_prefetch_rows);
     for (int i = staged + lane; i < prefetched; i += kWarpSize)
       prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
+  }
+  // v3: this CTA's cached K/V rows into L2 while the QKV GEMV runs, for the position as read now. It is only a
+  // hint (in an eager step the position may still be advancing; a graph's step reads the final one): the attention
+  // below reads the position again after the wait, and a stale hint only costs wasted prefetches.
+  if ((steps & 1) && warp == 1) {
+    const int32_t hint = p.positions[0];
+    const int hint_splits = min(max_splits, (hint + keys_per_split) / keys_per_split);
+    if (hint >= 0 && hint < p.max_ctx && cta < hint_splits * p.kv_heads) {
+      const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), hint_splits);
+      const int64_t row_stride = p.kv_heads * kHeadDim;
+      const int64_t first_row = ((p.slots ? p.slots[0] : 0) * p.max_ctx + range.key0) * row_stride +
+                                int64_t(cta % p.kv_heads) * kHeadDim;
+      // The first tile only: later tiles stream behind it in the ring, and at long contexts all of a split's
+      // rows (256 KB at 512 keys) would meet the QKV GEMV's stream (measured: 5.69 vs 4.67 ms at context 8192).
+      for (int k = lane; k < min(range.n_keys, kTileKeys); k += kWarpSize) {
+        if (k == range.new_key) continue;  // written by this launch, never read from the cache
+        prefetch_l2_bulk(p.k_cache + first_row + k * row_stride, uint32_t(kHeadDim * 2));
+        prefetch_l2_bulk(p.v_cache + first_row + k * row_stride, uint32_t(kHeadDim * 2));
+      }
+    }
   }
   stamp(a.trace, kTraceIssued);
   pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
   stamp(a.trace, kTraceWaited);
-  if (a.trace != nullptr && threadIdx.x == 0) a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceAttended] = 0;
+  // v3, v4 with l2_prefetch_rows > 0: that many rows past the staged ones go to L2 now, when the QKV GEMV has
+  // finished streaming. Default none: all of them (19 MB) measured 4.344 vs 4.283 ms a step at context 128 and
+  // did not make the o phase faster (it is bound by the loads a CTA has in flight, not by where they come from).
+  if (kShortChain && warp == 0) {
+    const int prefetched = a.l2_prefetch_rows < 0 ? staged : min(rows, staged + a.l2_prefetch_rows);
+    for (int i = staged + lane; i < prefetched; i += kWarpSize)
+      prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
+  }
+  if (a.trace != nullptr && threadIdx.x == 0) {
+    a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceAttended] = 0;
+    a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceOStaged] = 0;
+  }
 
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
@@ -193,26 +249,43 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t* head_arrivals = arrivals + 2;                               // v2: (kv_heads) splits done
   float* split_stats = a.workspace + counter_words(p.kv_heads);                      // (q_heads, max_splits, 2)
   float* split_values = split_stats + stats_words(p.q_heads, max_splits);             // (q_heads, max_splits, D)
-  // This CTA's residual rows, read once the previous kernel is done, long before they are needed.
+  // This CTA's residual rows, read once the previous kernel is done, long before they are needed (v1, v2: first
+  // thing after the wait; v3: after the CTA's split, so these L2 round trips are not on the attention's path).
   bf16* residual_s = reinterpret_cast<bf16*>(smem + l.residual);  // (rows)
   // With a delta (the previous layer's MLP, v1_mlp_split_down), it is added first, rounded as the chain's down
   // GEMV adds its output, and zeroed for the next MLP launch: the QKV GEMV, its other reader, is done.
-  for (int i = threadIdx.x; i < rows; i += kThreads) {
-    bf16 h = a.residual[row0 + i];
-    if (a.residual_delta != nullptr) {
-      float delta = 0.0f;  // the sum of the copies, in order
-      for (int j = 0; j < a.delta_copies; ++j) delta += a.residual_delta[j * a.hidden + row0 + i];
-      h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
-      for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * a.hidden + row0 + i] = 0.0f;
+  const auto read_residual = [&] {
+    for (int i = threadIdx.x; i < rows; i += kThreads) {
+      bf16 h = a.residual[row0 + i];
+      if (a.residual_delta != nullptr) {
+        float delta = 0.0f;  // the sum of the copies, in order
+        for (int j = 0; j < a.delta_copies; ++j) delta += a.residual_delta[j * a.hidden + row0 + i];
+        h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
+        for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * a.hidden + row0 + i] = 0.0f;
+      }
+      residual_s[i] = h;
     }
-    residual_s[i] = h;
-  }
+  };
+  if (!(steps & 2)) read_residual();
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to
   // sink(quad, lo, hi). Each pass has all its L2 reads in flight at once: first a warp per q head (one split per
   // lane) turns the statistics into merge weights, then each thread merges 4 consecutive outputs of a head at a
   // time, kSplitsAtOnce splits per round of loads. PRECOND: every thread calls it; h_end - h_begin <= kWarps * 8.
   const auto merge_heads = [&](int h_begin, int h_end, auto&& sink) {
     constexpr int kHeadsPerWarp = 8;
+    constexpr int kSplitsAtOnce = 4;
+    const auto split_value = [&](int quad, int s) {
+      const int h = quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
+      return __ldcg(reinterpret_cast<const float4*>(split_values + (int64_t(h) * max_splits + s) * kHeadDim + d));
+    };
+    // v3: a thread's first kSplitsAtOnce values are in flight with the statistics (one L2 round trip, not two);
+    // the same loads and arithmetic, so the same bits.
+    const int first_quad = h_begin * kHeadDim / 4 + int(threadIdx.x);
+    float4 early[kSplitsAtOnce];
+#pragma unroll
+    for (int j = 0; j < kSplitsAtOnce; ++j)
+      early[j] = (steps & 4) && first_quad < h_end * kHeadDim / 4 && j < splits ? split_value(first_quad, j)
+                                                                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float2 stat[kHeadsPerWarp];
 #pragma unroll
     for (int k = 0; k < kHeadsPerWarp; ++k) {
@@ -232,17 +305,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) weights[h * (kMaxSplits + 1) + kMaxSplits] = total;
     }
     __syncthreads();
-    constexpr int kSplitsAtOnce = 4;
-    for (int quad = h_begin * kHeadDim / 4 + int(threadIdx.x); quad < h_end * kHeadDim / 4; quad += kThreads) {
-      const int h = quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
-      const float4* base = reinterpret_cast<const float4*>(split_values + int64_t(h) * max_splits * kHeadDim + d);
-      const float* w = weights + h * (kMaxSplits + 1);
+    for (int quad = first_quad; quad < h_end * kHeadDim / 4; quad += kThreads) {
+      const float* w = weights + (quad * 4 / kHeadDim) * (kMaxSplits + 1);
       float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       for (int s0 = 0; s0 < splits; s0 += kSplitsAtOnce) {
         float4 v[kSplitsAtOnce];
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j)
-          v[j] = s0 + j < splits ? __ldcg(base + (s0 + j) * (kHeadDim / 4)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          v[j] = (steps & 4) && quad == first_quad && s0 == 0 ? early[j]
+                 : s0 + j < splits                            ? split_value(quad, s0 + j)
+                                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j) {
           const float wj = s0 + j < splits ? w[s0 + j] : 0.0f;
@@ -283,15 +355,26 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                 range.new_key >= 0, q_s, new_kv);
         });
     __syncthreads();  // partial and statistics complete
+    // v3 with a single split: the head's output straight from shared memory, computed as the merge of one split
+    // computes it (weight 1, a sum from 0), without the workspace's round trips.
+    const bool lone_split = kShortChain && kHeadMerge && splits == 1;
     for (int o = threadIdx.x; o < group * kHeadDim; o += kThreads) {
+      if (lone_split) {
+        a.attention.out[int64_t(kv_head) * group * kHeadDim + o] =
+            __float2bfloat16_rn((0.0f + partial[o] * 1.0f) / stat_sum[o / kHeadDim]);
+        continue;
+      }
       const int64_t head_split = (int64_t(kv_head) * group + o / kHeadDim) * max_splits + split;
       split_values[head_split * kHeadDim + o % kHeadDim] = partial[o];
       if (o % kHeadDim == 0)
-        reinterpret_cast<float2*>(split_stats)[head_split] = make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
+        reinterpret_cast<float2*>(split_stats)[head_split] =
+            make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
     }
-    __threadfence();  // visible device-wide before the split counts itself in
+    __threadfence();  // visible device-wide before the split (or v3's lone split's head) counts itself in
     __syncthreads();
-    if constexpr (kHeadMerge) {
+    if (lone_split) {
+      if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
+    } else if constexpr (kHeadMerge) {
       __shared__ int last_split;
       if (threadIdx.x == 0) {
         last_split = atomicAdd(head_arrivals + kv_head, 1u) + 1 == uint32_t(splits);
@@ -311,6 +394,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     stamp(a.trace, kTraceAttended);
   }
+  // v4: the first two groups of the rows that are not staged into registers now (the attention CTAs: after their
+  // split, when its registers are free), so their HBM round trip overlaps the wait for the attention output.
+  constexpr int kV = kOVecs > 0 ? kOVecs : 1;
+  constexpr int kOGroup = 16 / kV;  // rows a group: 16 registers of 16 bytes a thread, 64 KB a CTA (q_dim 4096)
+  const int64_t o_vecs = q_dim / 8;
+  [[maybe_unused]] uint4 wa[kOGroup][kV], wb[kOGroup][kV];  // (v4 only)
+  const auto load_group = [&](uint4(&w)[kOGroup][kV], int first) {
+    const uint64_t policy = make_evict_first_policy();
+#pragma unroll
+    for (int j = 0; j < kOGroup; ++j)
+#pragma unroll
+      for (int v = 0; v < kV; ++v) {
+        const int64_t c = threadIdx.x + int64_t(v) * kThreads;
+        w[j][v] = first + j < rows && c < o_vecs
+                      ? load_stream_16B(reinterpret_cast<const uint4*>(w_rows + int64_t(first + j) * q_dim) + c, policy)
+                      : make_uint4(0, 0, 0, 0);
+      }
+  };
+  if constexpr (kOVecs > 0) {
+    load_group(wa, staged);
+    load_group(wb, staged + kOGroup);
+  }
+  if (steps & 2) read_residual();
 
   // 3. The attention output: v1 merges every head's splits here, in every CTA; v2 reads the heads' outputs the
   // last split of each kv head merged.
@@ -343,7 +449,122 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (staged > 0) mbarrier_wait_parity(bar, 0);
   stamp(a.trace, kTraceWeightsIn);
   float sq = 0.0f;
-  for (int first = warp * kRowsAtOnce; first < rows; first += kWarps * kRowsAtOnce) {
+  [[maybe_unused]] float* dots = reinterpret_cast<float*>(smem + l.dots);  // v4, v5: (kWarps, rows_per_cta)
+  if constexpr (kOVecs > 0) {
+    // v4: groups of kOGroup rows read by the whole CTA (a thread's pieces c = threadIdx.x + v * kThreads of each
+    // row), multiplied at once and summed with one transposed warp reduction; the warp sums meet in dots. v1-v3
+    // gave each warp 4 whole rows, so the rows that were not staged all fell on warps 4-7, each streaming 32 KB
+    // in 4 dependent rounds: ~6.5 us for 152 KB a CTA (trace, context 128).
+    float xo[kV][8];
+#pragma unroll
+    for (int v = 0; v < kV; ++v) {
+      const int64_t c = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) xo[v][e] = 0.0f;
+      if (c < o_vecs) bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), xo[v]);
+    }
+    const auto keep = [&](float total, int first, int end) {
+      const int row = first + warp_sum_transposed_index<kOGroup>(lane);
+      if (lane % (kWarpSize / kOGroup) == 0 && row < end) dots[warp * rows_per_cta + row] = total;
+    };
+    // The staged rows, straight from shared memory (as measured: FMAs read from shared memory as they go).
+    for (int first = 0; first < staged; first += kOGroup) {
+      float dot[kOGroup];
+#pragma unroll
+      for (int j = 0; j < kOGroup; ++j) {
+        dot[j] = 0.0f;
+#pragma unroll
+        for (int v = 0; v < kV; ++v) {
+          const int64_t c = threadIdx.x + int64_t(v) * kThreads;
+          if (first + j >= staged || c >= o_vecs) continue;
+          float wf[8];
+          bf16x8_to_float(reinterpret_cast<const Bf16x8*>(w_s + int64_t(first + j) * q_dim)[c], wf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) dot[j] += wf[e] * xo[v][e];
+        }
+      }
+      keep(warp_sum_transposed<kOGroup>(dot), first, staged);
+    }
+    stamp(a.trace, kTraceOStaged);
+    // The register groups, two in flight: the next-but-one loads as soon as a group is multiplied.
+    for (int first = staged; first < rows;) {
+      keep(gemv_ring::dot_group<kV, kOGroup>(wa, xo), first, rows);
+      first += kOGroup;
+      if (first >= rows) break;
+      if (first + kOGroup < rows) load_group(wa, first + kOGroup);
+      keep(gemv_ring::dot_group<kV, kOGroup>(wb, xo), first, rows);
+      first += kOGroup;
+      if (first + kOGroup < rows) load_group(wb, first + kOGroup);
+    }
+  } else if constexpr (kOVecs < 0) {
+    // v5: the o rows on tensor cores. v4's trace showed the o phase bound by instructions, not bytes: 13 staged
+    // rows (no global load) took 2.5 us of FMAs, bf16 unpacking and shuffles with 8 warps an SM. Here a warp takes
+    // the columns [warp, warp + 1) * q_dim / kWarps of every row, 16 rows at a time, as the A operand of
+    // mma.m16n8k16 (lane (g, t) reads 16 bytes of rows g and g + 8 at column c = 8 t of each 32-column step, and
+    // uses them as the k slots 2t, 2t + 1, 2t + 8, 2t + 9 of two steps), and the attention output as the B
+    // operand's column 0 (the same columns, lanes with g == 0; the other 7 columns are zero). The dot product is
+    // the sum over k, so any assignment of columns to k slots shared by A and B gives it: one 16-byte load per
+    // row per two mma instead of 16 FMAs and 8 unpacks per 16 bytes. Staged rows come from shared memory (rows
+    // padded by 64 bytes: conflict-free), the others from global memory through the same generic loads.
+    const int gid = lane / 4, tig = lane % 4;
+    const int64_t cols_per_warp = q_dim / kWarps;  // PRECOND (supports): q_dim % (kWarps * 32) == 0
+    const int64_t piece0 = (warp * cols_per_warp + tig * 8) / 8;  // this lane's first 16-byte piece of a row
+    const int col_steps = int(cols_per_warp / 32);                 // two mma k-steps each
+    constexpr int kUnroll = 8;                                      // steps in flight a lane: 16 loads of 16 bytes
+    const auto row_src = [&](int r) -> const uint4* {
+      if (r >= rows) return nullptr;
+      return r < staged ? reinterpret_cast<const uint4*>(smem + l.w + size_t(r) * l.row_pitch)
+                        : reinterpret_cast<const uint4*>(w_rows + int64_t(r) * q_dim);
+    };
+    for (int m0 = 0; m0 < rows; m0 += 16) {
+      const uint4* src_lo = row_src(m0 + gid);
+      const uint4* src_hi = row_src(m0 + gid + 8);
+      float acc[2][4] = {};  // two accumulator chains
+      for (int s0 = 0; s0 < col_steps; s0 += kUnroll) {
+        uint4 lo[kUnroll], hi[kUnroll], xv[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t piece = piece0 + int64_t(s0 + u) * 4;
+          const bool in = s0 + u < col_steps;
+          lo[u] = in && src_lo ? src_lo[piece] : make_uint4(0, 0, 0, 0);
+          hi[u] = in && src_hi ? src_hi[piece] : make_uint4(0, 0, 0, 0);
+          xv[u] = in && gid == 0 ? x_vec[piece] : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t a_even[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y}, b_even[2] = {xv[u].x, xv[u].y};
+          const uint32_t a_odd[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w}, b_odd[2] = {xv[u].z, xv[u].w};
+          mma_bf16_16816(acc[u % 2], a_even, b_even);
+          mma_bf16_16816(acc[u % 2], a_odd, b_odd);
+        }
+      }
+      // Column 0 of C: lanes with t == 0 hold rows g (c0) and g + 8 (c2).
+      if (tig == 0 && m0 + gid < rows) dots[warp * rows_per_cta + m0 + gid] = acc[0][0] + acc[1][0];
+      if (tig == 0 && m0 + gid + 8 < rows) dots[warp * rows_per_cta + m0 + gid + 8] = acc[0][2] + acc[1][2];
+    }
+  }
+  if constexpr (kOVecs != 0) {
+    stamp(a.trace, kTraceORows);
+    __syncthreads();
+    for (int i = threadIdx.x; i < rows; i += kThreads) {
+      float y = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) y += dots[w * rows_per_cta + i];
+      const float updated = bf16_round(__bfloat162float(residual_s[i]) + bf16_round(y));
+      a.residual[row0 + i] = __float2bfloat16_rn(updated);
+      sq += updated * updated;
+    }
+  }
+  // Diagnostic (chain_steps > 0 with bit 8, v1-v3): the o loop runs twice (the second pass recomputes and rewrites
+  // the same rows), thread 0 stamping o_staged between: warp 0's rows are staged, so its second pass differs from
+  // the first only in finding its instructions already fetched.
+  const int o_passes = kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
+  for (int pass = 0; pass < o_passes; ++pass) {
+  if (pass == 1) {
+    stamp(a.trace, kTraceOStaged);
+    sq = 0.0f;
+  }
+  for (int first = warp * kRowsAtOnce; kOVecs == 0 && first < rows; first += kWarps * kRowsAtOnce) {
     const uint4* src[kRowsAtOnce];
 #pragma unroll
     for (int r = 0; r < kRowsAtOnce; ++r) {
@@ -378,6 +599,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       sq += updated * updated;
     }
   }
+  }
+  if (kOVecs == 0) stamp(a.trace, kTraceORows);
   // Σ residual² over this CTA's rows, summed over warps in a fixed order.
   __shared__ float warp_sq[kWarps];
   sq = warp_sum(sq);
@@ -416,15 +639,15 @@ Plan plan_for(const QkvAttentionOArgs& a) {
   return plan;
 }
 
-Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan) {
+Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   return layout_for(int(p.head_dim), plan.stages, int(p.q_heads), int(p.q_heads / p.kv_heads),
-                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget);
+                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs);
 }
 
-template <int kHeadDim, int kStages, bool kHeadMerge>
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge>;
+  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -432,29 +655,31 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
                                     int(kMaxSmem - kStaticSmemSlack)));
     configured.store(true);
   }
-  const Layout l = layout_of(a, plan);
+  const Layout l = layout_of(a, plan, kOVecs);
   launch(kernel, dim3(unsigned(plan.grid.ctas)), dim3(kThreads), l.bytes, stream, a, l, plan.keys_cap,
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
 
-template <int kHeadDim, bool kHeadMerge>
+template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge>(a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge>(a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge>(a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   }
 }
 
-template <bool kHeadMerge>
+// kOVecs: 0 (v1-v3), v4's 16-byte pieces of a w_o row per thread (2 up to q_dim 4096, 4 up to 8192), or -1 (v5:
+// the o rows on tensor cores).
+template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -488,7 +713,7 @@ bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
       plan.grid.ctas > kMaxNormPartials)
     return false;
   // Room for the attention within the budget (the staged rows may be none).
-  return layout_of(a, plan).bytes <= plan.smem_budget;
+  return layout_of(a, plan, -1).bytes <= plan.smem_budget;  // (v4's and v5's: v1-v3's and 1 KB more)
 }
 
 void launch_qkv_attention_o_v1(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_version<false>(a, stream); }
@@ -499,5 +724,39 @@ bool qkv_attention_o_v2_supports(const QkvAttentionOArgs& a) {
 }
 
 void launch_qkv_attention_o_v2(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_version<true>(a, stream); }
+
+// v3_qkv_attention_o_short_chain: v2 with the attention's dependent chain shortened (kShortChain above): the
+// split's cached K/V rows prefetched into L2 before the PDL wait, the residual rows read after the split instead of
+// before it, the merge's values in flight with its statistics, a lone split writing its head from shared memory.
+bool qkv_attention_o_v3_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v2_supports(a); }
+
+void launch_qkv_attention_o_v3(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, true>(a, stream);
+}
+
+// v4_qkv_attention_o_grouped: v3 with the o rows multiplied in groups read by the whole CTA, the first two groups
+// of rows that are not staged loaded into registers while the attention runs (kOVecs above).
+bool qkv_attention_o_v4_supports(const QkvAttentionOArgs& a) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  return qkv_attention_o_v3_supports(a) && p.q_heads * p.head_dim <= 8 * 4 * kThreads;
+}
+
+// v5_qkv_attention_o_mma: v3 with the o rows multiplied on tensor cores (kOVecs == -1 above).
+bool qkv_attention_o_v5_supports(const QkvAttentionOArgs& a) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  return qkv_attention_o_v3_supports(a) && (p.q_heads * p.head_dim) % (kWarps * 32) == 0;
+}
+
+void launch_qkv_attention_o_v5(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, true, -1>(a, stream);
+}
+
+void launch_qkv_attention_o_v4(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  if (p.q_heads * p.head_dim <= 8 * 2 * kThreads)
+    launch_version<true, true, 2>(a, stream);
+  else
+    launch_version<true, true, 4>(a, stream);
+}
 
 }  // namespace qwen3::kernels

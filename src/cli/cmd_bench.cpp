@@ -101,7 +101,8 @@ void register_bench(CLI::App& app) {
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
-    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0;
+    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0,
+            attention_o_chain_steps = -1;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0;
@@ -152,6 +153,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-stages", o->attention_o_stages,
                   "Tuning: K/V tiles in the ring of --attention-o's attention, 2, 4 or 8 (0: the version's choice)")
       ->check(CLI::IsMember({0, 2, 4, 8}));
+  cmd->add_option("--attention-o-chain-steps", o->attention_o_chain_steps,
+                  "Tuning: which of v3-v5's shortened-chain steps run, a bit mask: 1 K/V L2 prefetch before the "
+                  "wait, 2 residual read after the split, 4 merge values with its statistics (-1: all); "
+                  "diagnostic 8: v1-v3 run their o loop twice")
+      ->check(CLI::Range(-1, 15));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
@@ -204,6 +210,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
     options.attention_o_l2_prefetch_rows = o->attention_o_l2_rows;
     options.attention_o_ring_stages = o->attention_o_stages;
+    options.attention_o_chain_steps = o->attention_o_chain_steps;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     options.mlp_ctas = o->mlp_ctas;
@@ -271,6 +278,8 @@ void register_bench(CLI::App& app) {
       t["events"] = kernels::kQkvAttentionOTraceEvents;
       t["prompt_len"] = o->prompt_len;
       t["attention_o"] = options.decode_attention_o;
+      t["event_names"] = {"start",  "issued",   "waited", "attended", "all_splits",
+                          "merged", "weights_in", "o_staged", "o_rows", "end"};
       t["stamps_ns"] = stamps;
       std::ofstream file(o->attention_o_trace);
       if (!(file << t.dump() << "\n"))
@@ -350,6 +359,7 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;
     if (options.attention_o_ring_stages > 0) j["attention_o_stages"] = options.attention_o_ring_stages;
+    if (options.attention_o_chain_steps >= 0) j["attention_o_chain_steps"] = options.attention_o_chain_steps;
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

@@ -747,7 +747,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_keys_per_split,
                                    o.attention_o_smem_bytes,
                                    o.attention_o_l2_prefetch_rows,
-                                   o.attention_o_ring_stages};
+                                   o.attention_o_ring_stages,
+                                   o.attention_o_chain_steps};
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
       if (o.attention_o_trace)
@@ -790,7 +791,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache.as<bf16>(), m.v_cache.as<bf16>()),
                                          m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
                                          o.attention_o_keys_per_split, o.attention_o_smem_bytes,
-                                         o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages};
+                                         o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages,
+                                         o.attention_o_chain_steps};
       const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
       if (!m.attention_o->supports || m.attention_o->supports(a)) {
         mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));

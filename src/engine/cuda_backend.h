@@ -65,6 +65,7 @@ struct EngineOptions {
   int32_t attention_o_smem_bytes = 0;
   int32_t attention_o_l2_prefetch_rows = -1;  // -1: the version's default
   int32_t attention_o_ring_stages = 0;        // 0: the version's choice
+  int32_t attention_o_chain_steps = -1;       // QkvAttentionOArgs::chain_steps (v3, v4; -1: all)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;

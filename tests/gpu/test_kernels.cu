@@ -1127,9 +1127,10 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // the same way, and its residual against that output times a random o projection (hidden o_hidden). With
 // o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
+// o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
-                            int32_t o_ring_stages = 0, int32_t o_delta_copies = 0) {
+                            int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1275,12 +1276,14 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.ring_stages = o_ring_stages;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
+    o_args.chain_steps = o_chain_steps;
     std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
     if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
     const std::string o_label =
         label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : "") +
         (o_residual_delta ? " +residual_delta" : "") +
-        (o_delta_copies > 1 ? " delta_copies=" + str(o_delta_copies) : "");
+        (o_delta_copies > 1 ? " delta_copies=" + str(o_delta_copies) : "") +
+        (o_chain_steps >= 0 ? " chain_steps=" + str(o_chain_steps) : "");
     if (o_delta_copies > 1)
       check_delta_copies_support(kernels::qkv_attention_o_versions(), o_args, o_label, false);
     o_runner->run(
@@ -1428,6 +1431,12 @@ TEST_F(GpuTest, QkvAttentionODecode) {
                          &runner, kHidden, 0, 4);
   run_qkv_attention_case(unused, {"hidden=1000 delta copies", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
                          &runner, 1000, 0, 4);
+  // v3-v5's chain steps one at a time and none (QkvAttentionOArgs::chain_steps), and the diagnostic second o pass
+  // (8), with a delta: the residual fold moves with step 2.
+  for (const int32_t steps : {0, 1, 2, 4, 8})
+    run_qkv_attention_case(unused,
+                           {"ctx=1000 slot 2 chain steps", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
+                           &runner, kHidden, 0, 4, steps);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
