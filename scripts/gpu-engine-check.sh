@@ -57,6 +57,27 @@ if [ "${SESSION6:-0}" = 1 ]; then
   for p in 128 1024; do
     python3 bench/layer_timeline.py "$OUT/mlp-trace-p$p.json" "$OUT/attention-o-trace-p$p.json"
   done | tee "$OUT/layer_timeline.txt"
+elif [ "${SESSION7:-0}" = 1 ]; then
+  # Session 7: qkv_attention_o v2 (the default) beside v3-v5, v3's chain steps one at a time, the o loop run twice
+  # (a diagnostic), traced at context 128.
+  for p in 128 1024 8192; do
+    g=256; [ $p = 8192 ] && g=128
+    for v in v2_qkv_attention_o_head_merge v3_qkv_attention_o_short_chain v4_qkv_attention_o_grouped \
+             v5_qkv_attention_o_mma; do
+      bench $S --path fast --prompt-len $p --gen $g --attention-o $v
+    done
+    for steps in 0 1 2 4; do
+      bench $S --path fast --prompt-len $p --gen $g --attention-o v3_qkv_attention_o_short_chain \
+        --attention-o-chain-steps $steps
+    done
+  done
+  for v in v2_qkv_attention_o_head_merge v4_qkv_attention_o_grouped v5_qkv_attention_o_mma; do
+    bench $S --path fast --prompt-len 128 --gen 256 --attention-o $v --mlp-trace "$OUT/mlp-trace-$v.json" \
+      --attention-o-trace "$OUT/attention-o-trace-$v.json"
+    python3 bench/layer_timeline.py "$OUT/mlp-trace-$v.json" "$OUT/attention-o-trace-$v.json"
+  done | tee "$OUT/layer_timeline.txt"
+  bench $S --path fast --prompt-len 128 --gen 256 --attention-o v2_qkv_attention_o_head_merge \
+    --attention-o-chain-steps 8
 elif [ "${FINAL_ONLY:-0}" = 1 ]; then
   # The ladder at context 128 (each row one change: sessions 2 and 3), then the final path at other shapes beside
   # session 2's attention (v2) and the unfused pair.
