@@ -163,7 +163,8 @@ struct QkvAttentionOArgs {
   // Tuning (v3-v5): which steps of the shortened chain run, a bit mask: 1 the split's first K/V tile prefetched
   // into L2 before the PDL wait, 2 the residual rows read after the CTA's split instead of before it, 4 the merge's
   // values loaded together with its statistics (-1: all; v1 and v2 run none). Diagnostic, v1-v3, with a
-  // non-negative mask: 8 runs the o loop twice (same result; the trace's o_staged stamps the first pass's end).
+  // non-negative mask: 8 runs the o loop twice (same result; the trace's o_staged stamps the first pass's end);
+  // any version: 16 runs each split's attention twice (o_staged stamps the first pass's end).
   int32_t chain_steps = -1;
   // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (v1: QkvAttentionOTraceEvent in its source).

@@ -348,12 +348,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t row_stride = p.kv_heads * kHeadDim;
     const int64_t first_row =
         (slot * p.max_ctx + min(range.key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
-    attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
-        sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group, keys_cap,
-        a.attention.scale, 0.0f, [&] {
-          qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
-                                                                range.new_key >= 0, q_s, new_kv);
-        });
+    // Diagnostic (chain_steps > 0 with bit 16): the split's attention runs twice (the second pass recomputes the
+    // same partial and rewrites the same cache row), thread 0 stamping o_staged between the passes: the second pass
+    // finds its instructions fetched and its K/V rows in L2.
+    const int attention_passes = a.chain_steps > 0 && (a.chain_steps & 16) ? 2 : 1;
+    for (int pass = 0; pass < attention_passes; ++pass) {
+      if (pass == 1) {
+        __syncthreads();  // the first pass's shared memory is read
+        stamp(a.trace, kTraceOStaged);
+      }
+      attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
+          sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
+          keys_cap, a.attention.scale, 0.0f, [&] {
+            qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
+                                                                  range.new_key >= 0, q_s, new_kv);
+          });
+    }
     __syncthreads();  // partial and statistics complete
     // v3 with a single split: the head's output straight from shared memory, computed as the merge of one split
     // computes it (weight 1, a sum from 0), without the workspace's round trips.
