@@ -83,6 +83,33 @@ __device__ __forceinline__ void swiglu_block(const float* dots, int64_t dots_str
   __syncthreads();
 }
 
+// down += w * act at this thread's columns: one down_projᵀ row (w, this thread's pieces; zeros past the row) scaled
+// by its feature's activation. Branch-free: the ring's down phase runs it for every row of a group.
+template <int kVecs>
+__device__ __forceinline__ void add_scaled_row(float (&down)[kVecs][8], const uint4 (&w)[kVecs], float act) {
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    float wf[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[v]), wf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) down[v][e] += wf[e] * act;
+  }
+}
+
+// This CTA's share of the down projection into its copy of the delta (NormMlpArgs::residual_delta, copy
+// blockIdx.x % delta_copies): fire-and-forget reductions at this thread's columns (vecs: hidden / 8).
+template <int kVecs>
+__device__ __forceinline__ void add_down_partial(const float (&down)[kVecs][8], const NormMlpArgs& a, int64_t vecs) {
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    if (col >= vecs) continue;
+    float* dst = a.residual_delta + (blockIdx.x % a.delta_copies) * a.hidden + col * 8;
+    red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
+    red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
+  }
+}
+
 // kVecs: 16-byte vectors of a row per thread (hidden / 8 <= kVecs * kThreads); kDepth: rows in flight per thread.
 template <int kVecs, int kDepth>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs a, int prewait_rows) {
@@ -111,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs
 #pragma unroll
     for (int v = 0; v < kVecs; ++v) {
       const int64_t col = threadIdx.x + int64_t(v) * kThreads;
-      if (col < vecs) dst[v] = load_stream_16B(p + col, policy);
+      dst[v] = col < vecs ? load_stream_16B(p + col, policy) : make_uint4(0, 0, 0, 0);
     }
   };
 
@@ -131,12 +158,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs
   gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.hidden, norm_w);
   gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
 
-  float down[kVecs][8];
-#pragma unroll
-  for (int v = 0; v < kVecs; ++v)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) down[v][e] = 0.0f;
-
+  float down[kVecs][8] = {};
   for (int64_t r0 = 0; r0 < rows; r0 += kDepth) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
@@ -156,29 +178,13 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs
         dot = warp_sum(dot);
         if (lane == 0) dots[warp * dots_stride + r] = dot;
       } else {
-        const float act = act_s[r - 2 * features];
-#pragma unroll
-        for (int v = 0; v < kVecs; ++v) {
-          if (threadIdx.x + int64_t(v) * kThreads >= vecs) continue;
-          float w[8];
-          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(ring[d][v]), w);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) down[v][e] += w[e] * act;
-        }
+        add_scaled_row<kVecs>(down, ring[d], act_s[r - 2 * features]);
       }
       if (r + kDepth < rows) load_row(ring[d], r + kDepth);
     }
   }
 
-  // This CTA's share of the down projection into the delta: fire-and-forget reductions.
-#pragma unroll
-  for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
-    if (col >= vecs) continue;
-    float* dst = a.residual_delta + (blockIdx.x % a.delta_copies) * a.hidden + col * 8;
-    red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
-    red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
-  }
+  add_down_partial<kVecs>(down, a, vecs);
 }
 
 // ---- v2_mlp_split_down_ring: v1's work split, fed through a shared-memory ring by cp.async -----------------------
@@ -271,27 +277,11 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
 
   float x[kVecs][8];
   gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
-  float down[kVecs][8];
-#pragma unroll
-  for (int v = 0; v < kVecs; ++v)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) down[v][e] = 0.0f;
-
-  // This CTA's share of the down projection into the delta: fire-and-forget reductions.
-  const auto add_down_partial = [&] {
-#pragma unroll
-    for (int v = 0; v < kVecs; ++v) {
-      const int64_t col = threadIdx.x + int64_t(v) * kThreads;
-      if (col >= vecs) continue;
-      float* dst = a.residual_delta + (blockIdx.x % a.delta_copies) * a.hidden + col * 8;
-      red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
-      red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
-    }
-  };
+  float down[kVecs][8] = {};
   // kNext: every CTA's partial in the delta before any CTA reads it. PRECOND: all CTAs resident (supports()).
   const auto add_partial_and_wait_for_all = [&] {
     stamp(a.trace, kTraceDown);
-    add_down_partial();
+    add_down_partial<kVecs>(down, a, vecs);
     __threadfence();  // this thread's reductions before the CTA's arrival below
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -336,16 +326,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
       if (lane % (kWarpSize / kGroup) == 0 && row < end) dots[warp * dots_stride + slot] = total;
     } else {
 #pragma unroll
-      for (int j = 0; j < kGroup; ++j) {
-        const float act = first + j < end ? act_s[first + j - rows_a] : 0.0f;
-#pragma unroll
-        for (int v = 0; v < kVecs; ++v) {
-          float wf[8];
-          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[j][v]), wf);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) down[v][e] += wf[e] * act;
-        }
-      }
+      for (int j = 0; j < kGroup; ++j)
+        add_scaled_row<kVecs>(down, w[j], first + j < end ? act_s[first + j - rows_a] : 0.0f);
     }
   }
   cp_async_wait<0>();
@@ -365,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
     }
   } else {
     stamp(a.trace, kTraceDown);
-    add_down_partial();
+    add_down_partial<kVecs>(down, a, vecs);
   }
   stamp(a.trace, kTraceEnd);
 }
