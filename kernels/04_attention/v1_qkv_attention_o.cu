@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   const QkNormRopeCacheArgs& p = a.attention.prep;
   const int cta = blockIdx.x;
-  const int steps = kShortChain ? a.chain_steps : 0;  // v3, v4: QkvAttentionOArgs::chain_steps (-1: every bit)
+  const int steps = kShortChain ? a.chain_steps : 0;  // v3-v5: QkvAttentionOArgs::chain_steps (-1: every bit)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int group = int(p.q_heads / p.kv_heads);
   const int64_t q_dim = p.q_heads * kHeadDim;
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = staged + lane; i < prefetched; i += kWarpSize)
       prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
   }
-  // v3: this CTA's cached K/V rows into L2 while the QKV GEMV runs, for the position as read now. It is only a
+  // v3: this CTA's first cached K/V tile into L2 while the QKV GEMV runs, for the position as read now. It is only a
   // hint (in an eager step the position may still be advancing; a graph's step reads the final one): the attention
   // below reads the position again after the wait, and a stale hint only costs wasted prefetches.
   if ((steps & 1) && warp == 1) {
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   stamp(a.trace, kTraceWaited);
   // v3, v4 with l2_prefetch_rows > 0: that many rows past the staged ones go to L2 now, when the QKV GEMV has
   // finished streaming. Default none: all of them (19 MB) measured 4.344 vs 4.283 ms a step at context 128 and
-  // did not make the o phase faster (it is bound by the loads a CTA has in flight, not by where they come from).
+  // did not make the o phase faster (ITERATIONS.md session 7: it is not bound by where its rows come from).
   if (kShortChain && warp == 0) {
     const int prefetched = a.l2_prefetch_rows < 0 ? staged : min(rows, staged + a.l2_prefetch_rows);
     for (int i = staged + lane; i < prefetched; i += kWarpSize)
@@ -507,8 +507,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (first + kOGroup < rows) load_group(wb, first + kOGroup);
     }
   } else if constexpr (kOVecs < 0) {
-    // v5: the o rows on tensor cores. v4's trace showed the o phase bound by instructions, not bytes: 13 staged
-    // rows (no global load) took 2.5 us of FMAs, bf16 unpacking and shuffles with 8 warps an SM. Here a warp takes
+    // v5: the o rows on tensor cores. v4's trace suggested the o phase bound by instructions, not bytes: 13 staged
+    // rows (no global load) took 2.5 us of FMAs, bf16 unpacking and shuffles with 8 warps an SM (measured: with
+    // 30% fewer instructions a launch the o phase was no shorter, ITERATIONS.md session 7). Here a warp takes
     // the columns [warp, warp + 1) * q_dim / kWarps of every row, 16 rows at a time, as the A operand of
     // mma.m16n8k16 (lane (g, t) reads 16 bytes of rows g and g + 8 at column c = 8 t of each 32-column step, and
     // uses them as the k slots 2t, 2t + 1, 2t + 8, 2t + 9 of two steps), and the attention output as the B
