@@ -236,7 +236,20 @@ struct NormMlpArgs {
   // time to spare). PRECOND: 16-byte aligned, l2_prefetch_bytes % 16 == 0. nullptr / 0: none.
   const void* l2_prefetch = nullptr;
   int64_t l2_prefetch_bytes = 0;
-  // Profiling only (nullptr otherwise; v2-v4): (CTAs, kNormMlpTraceEvents) %globaltimer stamps of when each CTA
+  // v7 (v7_mlp_with_o) only, nullptr elsewhere: the attention sublayer's o projection first, in the same launch.
+  // o_residual (the same buffer as residual) then holds h before the o projection, and residual_delta the previous
+  // MLP's output; CTA c < o_ctas takes o rows [c * hidden / o_ctas, (c + 1) * hidden / o_ctas) and writes
+  // h' = bf16(bf16(h + bf16(Σ delta copies)) + bf16(w_o · attention_out)) there (zeroing those delta rows, as
+  // qkv_attention_o does), its Σ h'² into o_partials[c]; every CTA waits at a grid-wide counter (sync) and norms
+  // h' for the MLP (norm_partials and partial_count are not read). PRECOND: q_dim == hidden.
+  const bf16* w_o = nullptr;            // (hidden, q_dim): o_proj
+  const bf16* attention_out = nullptr;  // (q_dim): the attention output, from the previous kernel
+  bf16* o_residual = nullptr;           // (hidden): h in, h' out
+  float* o_partials = nullptr;          // (o_ctas)
+  int64_t q_dim = 0;
+  int32_t o_ctas = 0;                   // CTAs [0, o_ctas) take the o rows (0: all); the others only wait
+  int32_t o_ahead_groups = -1;          // tuning: MLP row groups in flight during the o rows (-1: all the ring's)
+  // Profiling only (nullptr otherwise; v2-v7): (CTAs, kNormMlpTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (NormMlpTraceEvent in v1_mlp_split_down.cu; 0: not reached in this version).
   uint64_t* trace = nullptr;
 };

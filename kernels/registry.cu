@@ -107,6 +107,10 @@ void launch_gemv_norm_v11(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v11_supports(const NormGemvArgs&);
 void launch_gemv_norm_v12(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v12_supports(const NormGemvArgs&);
+void launch_gemv_norm_v13(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v13_supports(const NormGemvArgs&);
+void launch_gemv_norm_v14(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v14_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -121,6 +125,12 @@ void launch_mlp_qkv_next_v3(const NormMlpArgs&, cudaStream_t);
 bool mlp_qkv_next_v3_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v4(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v4_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v5(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v5_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v6(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v6_supports(const NormMlpArgs&);
+void launch_mlp_with_o_v7(const NormMlpArgs&, cudaStream_t);
+bool mlp_with_o_v7_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -328,6 +338,13 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
       {"v12_gemv_norm_ring", "batch 1: one CTA per SM owning contiguous rows, fed by a cp.async shared-memory ring "
                              "(gemv_ring.cuh) with 128 KB in flight from before the PDL wait; other shapes: v10",
        launch_gemv_norm_v12, gemv_norm_v12_supports},
+      {"v13_gemv_norm_ring_full", "v12 with every stage of its ring in flight (192 KB a CTA; the third group issued "
+                                  "once the norm's loads are done): a group's successor is issued once the group is "
+                                  "multiplied (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v13, gemv_norm_v13_supports},
+      {"v14_gemv_norm_ring_tma", "v13 whose groups before the PDL wait are TMA bulk copies (sm_90), so the norm's "
+                                 "loads after the wait do not queue behind 192 KB of cp.async (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v14, gemv_norm_v14_supports},
   };
   return v;
 }
@@ -371,6 +388,16 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                "their own rows are in flight: the launch's tail has HBM time to spare "
                                "(v1_mlp_split_down.cu)",
        launch_mlp_split_down_v4, mlp_split_down_v4_supports},
+      {"v5_mlp_split_down_full_ring", "v2 with every stage of its ring in flight (192 KB a CTA): a group's "
+                                      "successor is issued once the group is multiplied (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v5, mlp_split_down_v5_supports},
+      {"v6_mlp_split_down_tma", "v5 whose groups before the PDL wait are TMA bulk copies (sm_90), so the norm's "
+                                "loads after the wait do not queue behind them (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v6, mlp_split_down_v6_supports},
+      {"v7_mlp_with_o", "v5 with the attention sublayer's o projection first: its rows stream through the same ring "
+                        "(prefetched while the attention runs), then a grid-wide wait for h' and its norm "
+                        "(v1_mlp_split_down.cu)",
+       launch_mlp_with_o_v7, mlp_with_o_v7_supports},
   };
   return v;
 }

@@ -3,6 +3,9 @@
 // (kVecs pieces where hidden / 8 > kThreads). Each thread copies its pieces with cp.async into a ring of kStages
 // groups of kGroup rows and reads back only what it copied itself, so no barrier guards the ring and no register is
 // held while bytes are in flight: kStages - 1 groups (Qwen3-8B: 2 x 64 KB a CTA) stream while one is multiplied.
+// With kInFlight = kStages (the *_full versions), every stage streams: a thread copies its pieces of a group into
+// registers, multiplies them, and only then issues the group kStages ahead into the stage it just emptied (its FMAs
+// have consumed the registers, so its shared loads are done before its copies can land there).
 // Why not registers (v1_mlp_split_down): with one CTA per SM the register file bounds the bytes in flight to a few
 // rows, and a row's dependent chain (FMAs, warp sum) then sets the pace (ITERATIONS.md session 6).
 #pragma once
@@ -19,9 +22,10 @@ namespace qwen3::kernels::gemv_ring {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / kWarpSize;
 
-template <int kVecs, int kGroup, int kStages>
+template <int kVecs, int kGroup, int kStages, int kInFlight = kStages - 1>
 struct Ring {
   static_assert(kStages >= 2, "one group multiplied, at least one in flight");
+  static_assert(kInFlight == kStages - 1 || kInFlight == kStages, "groups in flight: kStages - 1 or every stage");
   static constexpr int64_t kRowVecs = int64_t(kVecs) * kThreads;  // a row's slot, in 16-byte pieces
   static constexpr size_t kBytes = size_t(kStages) * kGroup * kRowVecs * 16;
 
@@ -50,10 +54,32 @@ struct Ring {
     cp_async_commit();
   }
 
-  // Waits for group g (issued kStages - 2 groups before the newest) and copies this thread's pieces of its rows
-  // [first, end) into w; zeros past end or past the row. PRECOND: groups issued in order, g the oldest unread.
-  __device__ void read(int64_t g, int64_t first, int64_t end, uint4 (&w)[kGroup][kVecs]) const {
-    cp_async_wait<kStages - 2>();
+  // The same rows by TMA bulk copies, a whole row each, issued by thread 0 and completing on bar; every thread
+  // commits an empty cp.async group, so the count read() waits for stays exact. Why (the *_tma versions): the 16-byte
+  // cp.async of 512 threads queue in the SM's load/store path, and a load issued after them (the norm's input,
+  // after the PDL wait) leaves only once they are on their way: traced, ~3.8 us behind 128 KB a CTA. A bulk copy
+  // is one instruction for the TMA unit. PRECOND: sm_90; bar initialised for one arrival and fenced for the async
+  // proxy; a row of vecs pieces is contiguous in global memory and 16-byte aligned.
+  template <class RowPtr>
+  __device__ void issue_bulk(int64_t g, int64_t first, int64_t end, RowPtr&& row_ptr, uint64_t* bar) const {
+    if (threadIdx.x == 0) {
+      const int64_t n = end - first < kGroup ? (end > first ? end - first : 0) : kGroup;
+      const uint32_t row_bytes = uint32_t(vecs * 16);
+      mbarrier_arrive_expect_tx(bar, uint32_t(n) * row_bytes);
+      uint4* s = stage(g);
+      for (int64_t j = 0; j < n; ++j) bulk_copy_g2s(s + j * kRowVecs, row_ptr(first + j), row_bytes, bar, policy);
+    }
+    cp_async_commit();
+  }
+
+  // Waits for group g (issued kInFlight - 1 groups before the newest; bar: the barrier of a group issue_bulk issued,
+  // nullptr otherwise) and copies this thread's pieces of its rows [first, end) into w; zeros past end or past the
+  // row. PRECOND: groups issued in order, g the oldest unread, and groups g + 1 .. g + kInFlight - 1 issued (empty
+  // ones past the last group).
+  __device__ void read(int64_t g, int64_t first, int64_t end, uint4 (&w)[kGroup][kVecs],
+                       uint64_t* bar = nullptr) const {
+    cp_async_wait<kInFlight - 1>();
+    if (bar != nullptr) mbarrier_wait_parity(bar, 0);
     const uint4* s = stage(g);
 #pragma unroll
     for (int j = 0; j < kGroup; ++j)
@@ -64,6 +90,18 @@ struct Ring {
       }
   }
 };
+
+// The barriers Ring::issue_bulk completes on, one per group issued that way: initialised by thread 0 for one
+// arrival each, fenced for the async proxy, and visible to every thread before any waits on them. PRECOND: every
+// thread of the CTA calls it; sm_90.
+template <int kN>
+__device__ __forceinline__ void init_bulk_barriers(uint64_t (&bars)[kN]) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kN; ++i) mbarrier_init(&bars[i], 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+}
 
 // kGroup dot products of this thread's pieces of kGroup rows with its x, summed over the warp and returned
 // transposed (warp_sum_transposed): lane l holds the warp's sum for row warp_sum_transposed_index<kGroup>(l).

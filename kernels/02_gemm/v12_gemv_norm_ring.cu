@@ -38,9 +38,14 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
   if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kNormGemvTraceEvents + event] = global_timer_ns();
 }
 
-template <int kVecs, int kGroup>
+// kFull (v13, v14): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
+// issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
+// (Ring::issue_bulk), so the norm's loads after the wait do not queue behind them.
+template <int kVecs, int kGroup, bool kFull, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
-  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages>;
+  constexpr int kInFlight = kFull ? kStages : kStages - 1;
+  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight>;
+  __shared__ uint64_t prologue_bars[kStages];  // kTma: one per group issued before the wait
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ float warp_sq[kWarps];
   pdl_launch_dependents();
@@ -56,14 +61,24 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
   const auto row_ptr = [&](int64_t r) { return reinterpret_cast<const uint4*>(a.w + (row0 + r) * a.k); };
   const auto issue = [&](int64_t g) { ring.issue(g, g * kGroup, rows, row_ptr); };
 
-  for (int g = 0; g < kStages - 1; ++g)
-    if (g < prewait_groups) issue(g);
+  const int bulk_groups = kTma ? min(prewait_groups, kInFlight) : 0;
+  if constexpr (kTma) gemv_ring::init_bulk_barriers(prologue_bars);
+  for (int g = 0; g < kInFlight; ++g) {
+    if (g >= prewait_groups) continue;
+    if (g < bulk_groups)
+      ring.issue_bulk(g, g * kGroup, rows, row_ptr, &prologue_bars[g]);
+    else
+      issue(g);
+  }
   uint4 norm_w[kVecs];
   gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.k, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
   stamp(a.trace, kTraceWaited);
-  for (int g = 0; g < kStages - 1; ++g)
-    if (g >= prewait_groups) issue(g);
+  // v12: none left (every group in flight before the wait). v13: the ring's last stage once the norm's loads are
+  // done, so they do not queue behind its bytes.
+  if (!kFull)
+    for (int g = 0; g < kInFlight; ++g)
+      if (g >= prewait_groups) issue(g);
   float x[kVecs][8];
   if (a.residual_delta != nullptr)
     gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k, warp_sq,
@@ -71,14 +86,21 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
   else
     gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.k, x);
   stamp(a.trace, kTraceNormed);
+  if (kFull)
+    for (int g = 0; g < kInFlight; ++g)
+      if (g >= prewait_groups) issue(g);
 
   for (int64_t g = 0; g < groups; ++g) {
     uint4 w[kGroup][kVecs];
-    ring.read(g, g * kGroup, rows, w);
-    issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
+    ring.read(g, g * kGroup, rows, w, g < bulk_groups ? &prologue_bars[g] : nullptr);
+    if (!kFull) issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
     const float total = gemv_ring::dot_group<kVecs, kGroup>(w, x);
     const int64_t row = g * kGroup + warp_sum_transposed_index<kGroup>(lane);
     if (lane % (kWarpSize / kGroup) == 0 && row < rows) dots[warp * dots_stride + row] = total;
+    if constexpr (kFull) {
+      asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
+      issue(g + kStages);              // into the stage this group came from: its pieces are multiplied
+    }
   }
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
@@ -107,27 +129,47 @@ bool ring_supports(const NormGemvArgs& a) {
          ring_smem_for(a) <= size_t(device_optin_smem_bytes());
 }
 
-template <int kVecs, int kGroup>
+template <int kVecs, int kGroup, bool kFull, bool kTma>
 void launch_ring(const NormGemvArgs& a, cudaStream_t stream) {
-  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup>;
+  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup, kFull, kTma>;
   const size_t smem = smem_for<kVecs, kGroup>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group the ring holds in flight is issued before the PDL wait: the CTA becomes resident only as the
   // kernel before it (the MLP, a whole SM a CTA) leaves its SM, so these copies fill that kernel's tail.
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kStages - 1);
+  // v13 (kFull): the same two groups before the wait, the third after the norm; v14: all three before (TMA).
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kTma ? kStages : kStages - 1);
+}
+
+template <bool kFull, bool kTma = false>
+void launch_ring_or_v10(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!ring_supports(a)) return launch_gemv_norm_v10(a, stream);
+  if (a.k / 8 <= kThreads)
+    launch_ring<1, 8, kFull, kTma>(a, stream);
+  else
+    launch_ring<2, 4, kFull, kTma>(a, stream);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 bool gemv_norm_v12_supports(const NormGemvArgs& a) { return ring_supports(a) || gemv_norm_v10_supports(a); }
 
-void launch_gemv_norm_v12(const NormGemvArgs& a, cudaStream_t stream) {
-  if (!ring_supports(a)) return launch_gemv_norm_v10(a, stream);
-  if (a.k / 8 <= kThreads)
-    launch_ring<1, 8>(a, stream);
-  else
-    launch_ring<2, 4>(a, stream);
-  CUDA_CHECK_LAUNCH();
+void launch_gemv_norm_v12(const NormGemvArgs& a, cudaStream_t stream) { launch_ring_or_v10<false>(a, stream); }
+
+// v13_gemv_norm_ring_full: v12 with all three stages of the ring in flight (192 KB a CTA; the third group issued
+// once the norm's loads are done).
+bool gemv_norm_v13_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v13(const NormGemvArgs& a, cudaStream_t stream) { launch_ring_or_v10<true>(a, stream); }
+
+// v14_gemv_norm_ring_tma: v13 whose groups before the PDL wait are TMA bulk copies (sm_90; elsewhere v10).
+bool gemv_norm_v14_supports(const NormGemvArgs& a) {
+  return (device_compute_major() >= 9 && ring_supports(a)) || gemv_norm_v10_supports(a);
+}
+
+void launch_gemv_norm_v14(const NormGemvArgs& a, cudaStream_t stream) {
+  if (device_compute_major() < 9) return launch_gemv_norm_v10(a, stream);
+  launch_ring_or_v10<true, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -26,6 +26,13 @@
 //    finish (7 us after the mean) and the QKV rows stream only 2 groups ahead of it;
 //  * v4_mlp_split_down_l2 (v2 + the next QKV weights into L2 at the tail): 4.500 ms (48 MB) / 4.354 (12 MB): the
 //    tail has no HBM time to spare.
+// Session 8 (ITERATIONS.md):
+//  * v5_mlp_split_down_full_ring (v2 with all three ring stages in flight, 192 KB a CTA): the default; 0.1-1.6%
+//    faster than v2 on four leases at contexts 128, 1024 and 8192;
+//  * v6_mlp_split_down_tma (v5 with the groups before the PDL wait as TMA bulk copies): ~1% slower than v5;
+//  * v7_mlp_with_o (v5 with the attention's o projection first, then a grid-wide wait for h'): 8-12% slower. Its
+//    o rows are in shared memory before the wait, yet a CTA reaches the grid-wide wait 8-13 us after it, and a
+//    load issued behind ~192 KB of queued ring copies takes ~4 us (traces).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -195,6 +202,12 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_kernel(NormMlpArgs
 // kGroup rows, kStages - 1 groups in flight (Qwen3-8B: 2 x 64 KB a CTA). A group is multiplied with kGroup
 // independent chains and one transposed warp reduction (warp_sum_transposed: 9 shuffles for 8 rows, not 40).
 //
+// ---- v5-v7: every stage in flight (kFull), its first groups by TMA (kTma), the o projection first (kWithO) ------
+// v5: the ring's third stage idled in v2 while a group was multiplied from registers; here each thread issues the
+// group kStages ahead into the stage it has just multiplied, so 3 x 64 KB stream a CTA. v7 streams the o rows
+// (prefetched while the attention, a separate launch now, runs: its CTAs hold only the SMs they attend on), then
+// h' = the residual with the o output, written per row, a grid-wide wait, and the norm of h' for the MLP rows.
+//
 // ---- v3_mlp_qkv_next (kNext): v2, then the next layer's QKV GEMV in the same launch ----------------------------
 // After its down partial, every CTA waits at a grid-wide counter until all partials are in the delta (the CTAs
 // are all resident: one per SM), norms bf16(residual + bf16(delta)) itself and multiplies its block of the next
@@ -217,9 +230,15 @@ enum NormMlpTraceEvent {
   if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kNormMlpTraceEvents + event] = global_timer_ns();
 }
 
-template <int kVecs, int kGroup, int kStages, bool kNext>
+// kFull (v5-v7): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
+// issued once the group is multiplied. kTma (v6, sm_90): the groups issued before the PDL wait are TMA bulk copies
+// (Ring::issue_bulk), so the norm's loads after the wait do not queue behind them. kWithO (v7): the o projection's
+// rows stream first (NormMlpArgs::w_o), then a grid-wide wait for h' and its norm, then the MLP's rows.
+template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMlpArgs a, int prewait_groups) {
-  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages>;
+  constexpr int kInFlight = kFull ? kStages : kStages - 1;
+  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight>;
+  __shared__ uint64_t prologue_bars[kStages];  // kTma: one per group issued before the wait
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
@@ -228,34 +247,44 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
   const int64_t features = feature_begin(blockIdx.x + 1, ctas, a.inter) - f0;
   const int64_t n0 = kNext ? feature_begin(blockIdx.x, ctas, a.next_rows) : 0;  // this CTA's next-layer rows
   const int64_t next_rows = kNext ? feature_begin(blockIdx.x + 1, ctas, a.next_rows) - n0 : 0;
+  // kWithO: this CTA's o rows (none past o_ctas).
+  const int64_t o_ctas = kWithO ? (a.o_ctas > 0 ? int64_t(a.o_ctas) : ctas) : 0;
+  const int64_t o0 = kWithO && blockIdx.x < o_ctas ? feature_begin(blockIdx.x, o_ctas, a.hidden) : 0;
+  const int64_t o_rows = kWithO && blockIdx.x < o_ctas ? feature_begin(blockIdx.x + 1, o_ctas, a.hidden) - o0 : 0;
   const int64_t dots_stride =
-      std::max<int64_t>(2 * max_features(ctas, a.inter), kNext ? max_features(ctas, a.next_rows) : 0);
+      std::max<int64_t>(std::max<int64_t>(2 * max_features(ctas, a.inter), kNext ? max_features(ctas, a.next_rows) : 0),
+                        kWithO ? max_features(o_ctas, a.hidden) : 0);
   const int64_t vecs = a.hidden / 8;
   const Ring ring{reinterpret_cast<uint4*>(smem_raw), vecs, make_evict_first_policy()};
   float* dots = reinterpret_cast<float*>(smem_raw + Ring::kBytes);  // (kWarps, dots_stride)
   float* act_s = dots + kWarps * dots_stride;                         // (features)
+  float* h_s = act_s + max_features(ctas, a.inter);  // kWithO: (o_rows) bf16(h + bf16(Σ delta)) of its o rows
   __shared__ float warp_sq[kWarps];
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
 
-  // Rows in groups, a group never straddling two phases: A [0, 2F) gate then up rows, B [2F, 3F) down_projᵀ
-  // rows, C [3F, 3F + next_rows) the next layer's QKV rows (kNext).
-  const int64_t rows_a = 2 * features, rows_ab = 3 * features;
-  const int64_t groups_a = (rows_a + kGroup - 1) / kGroup;
+  // Rows in groups, a group never straddling two phases: O [0, R) the o projection's rows (kWithO; R = o_rows),
+  // A [R, R + 2F) gate then up rows, B [R + 2F, R + 3F) down_projᵀ rows, C [R + 3F, R + 3F + next_rows) the next
+  // layer's QKV rows (kNext).
+  const int64_t rows_o = o_rows, rows_a = rows_o + 2 * features, rows_ab = rows_o + 3 * features;
+  const int64_t groups_o = (rows_o + kGroup - 1) / kGroup;
+  const int64_t groups_a = groups_o + (2 * features + kGroup - 1) / kGroup;
   const int64_t groups_ab = groups_a + (features + kGroup - 1) / kGroup;
   const int64_t groups = groups_ab + (next_rows + kGroup - 1) / kGroup;
   const auto group_first = [&](int64_t g) {
-    return g < groups_a    ? g * kGroup
+    return g < groups_o    ? g * kGroup
+           : g < groups_a  ? rows_o + (g - groups_o) * kGroup
            : g < groups_ab ? rows_a + (g - groups_a) * kGroup
                            : rows_ab + (g - groups_ab) * kGroup;
   };
   const auto group_end = [&](int64_t g) {
-    return g < groups_a ? rows_a : g < groups_ab ? rows_ab : rows_ab + next_rows;
+    return g < groups_o ? rows_o : g < groups_a ? rows_a : g < groups_ab ? rows_ab : rows_ab + next_rows;
   };
   const auto row_ptr = [&](int64_t r) {
-    const bf16* p = r < features       ? a.w_gate_up + (f0 + r) * a.hidden
-                    : r < 2 * features ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
-                    : r < rows_ab      ? a.w_down_t + (f0 + r - 2 * features) * a.hidden
-                                       : a.w_next + (n0 + r - rows_ab) * a.hidden;
+    const bf16* p = r < rows_o                ? a.w_o + (o0 + r) * a.q_dim
+                    : r < rows_o + features   ? a.w_gate_up + (f0 + r - rows_o) * a.hidden
+                    : r < rows_a              ? a.w_gate_up + (a.inter + f0 + r - rows_o - features) * a.hidden
+                    : r < rows_ab             ? a.w_down_t + (f0 + r - rows_a) * a.hidden
+                                              : a.w_next + (n0 + r - rows_ab) * a.hidden;
     return reinterpret_cast<const uint4*>(p);
   };
   // Past the last group: an empty cp.async group (Ring::issue commits it all the same).
@@ -265,24 +294,64 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
     else
       ring.issue(g, 0, 0, row_ptr);
   };
+  // kWithO: the phase-A groups [groups_o + o_ahead, groups_o + kInFlight) are not issued while the o rows are
+  // multiplied (an empty cp.async group holds each one's place) but after the wait for h': bytes in flight to this
+  // SM delay its other loads (the wait's polls, h'), each by about what is queued ahead of it.
+  const int64_t o_ahead = kWithO ? (a.o_ahead_groups >= 0 ? min(int64_t(a.o_ahead_groups), int64_t(kInFlight))
+                                                           : int64_t(kInFlight))
+                                 : int64_t(kInFlight);
+  const auto deferred = [&](int64_t g) { return kWithO && g >= groups_o + o_ahead && g < groups_o + kInFlight; };
 
-  for (int g = 0; g < kStages - 1; ++g)
-    if (g < prewait_groups) issue(g);
+  const int bulk_groups = kTma ? min(prewait_groups, kInFlight) : 0;
+  if constexpr (kTma) gemv_ring::init_bulk_barriers(prologue_bars);
+  for (int g = 0; g < kInFlight; ++g) {
+    if (g >= prewait_groups) continue;
+    if (g < bulk_groups)
+      ring.issue_bulk(g, g < groups ? group_first(g) : 0, g < groups ? group_end(g) : 0, row_ptr, &prologue_bars[g]);
+    else if (deferred(g))
+      cp_async_commit();
+    else
+      issue(g);
+  }
   uint4 norm_w[kVecs];
   gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.hidden, norm_w);
   pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
   stamp(a.trace, kTraceWaited);
-  for (int g = 0; g < kStages - 1; ++g)
-    if (g >= prewait_groups) issue(g);
+  for (int g = 0; g < kInFlight; ++g) {
+    if (g < prewait_groups) continue;
+    if (deferred(g))
+      cp_async_commit();
+    else
+      issue(g);
+  }
 
+  // x: the normed input at this thread's columns; kWithO: first the attention output (q_dim == hidden), normed h'
+  // after the o rows and the grid-wide wait.
   float x[kVecs][8];
-  gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
+  if constexpr (kWithO) {
+    // The residual and delta rows of this CTA's o rows now, while little is in flight to this SM (the delta rows
+    // are zeroed for this launch's own reductions, which come after the grid-wide wait).
+    for (int64_t i = threadIdx.x; i < rows_o; i += kThreads) {
+      const int64_t r = o0 + i;
+      float delta = 0.0f;  // the sum of the copies, in order
+      for (int j = 0; j < a.delta_copies; ++j) delta += __ldcg(a.residual_delta + j * a.hidden + r);
+      for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * a.hidden + r] = 0.0f;
+      h_s[i] = bf16_round(__bfloat162float(a.o_residual[r]) + bf16_round(delta));
+    }
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
+      if (col < vecs) bf16x8_to_float(reinterpret_cast<const Bf16x8*>(a.attention_out)[col], x[v]);
+    }
+  } else {
+    gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden,
+                                           x);
+  }
   float down[kVecs][8] = {};
-  // kNext: every CTA's partial in the delta before any CTA reads it. PRECOND: all CTAs resident (supports()).
-  const auto add_partial_and_wait_for_all = [&] {
-    stamp(a.trace, kTraceDown);
-    add_down_partial<kVecs>(down, a, vecs);
-    __threadfence();  // this thread's reductions before the CTA's arrival below
+  // kNext, kWithO: the grid-wide wait. PRECOND: all CTAs resident (supports()); each thread's writes fenced.
+  const auto wait_for_all = [&] {
     __syncthreads();
     if (threadIdx.x == 0) {
       atomicAdd(a.sync, 1u);
@@ -296,14 +365,64 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
     }
     __syncthreads();
   };
+  // kNext: every CTA's partial in the delta before any CTA reads it.
+  const auto add_partial_and_wait_for_all = [&] {
+    stamp(a.trace, kTraceDown);
+    add_down_partial<kVecs>(down, a, vecs);
+    __threadfence();  // this thread's reductions before the CTA's arrival below
+    wait_for_all();
+  };
+  // kWithO, once every o row of this CTA is multiplied: h' of its rows (rounded as qkv_attention_o rounds), Σ h'²
+  // over them, the grid-wide wait, the deferred phase-A groups, then x = the normed h' (every CTA sums the partials
+  // in the same order: the same bits everywhere).
+  const auto o_rows_then_norm = [&] {
+    if constexpr (kWithO) {
+      __syncthreads();  // every warp's o sums in dots
+      float sq = 0.0f;
+      for (int64_t i = threadIdx.x; i < rows_o; i += kThreads) {
+        float y = 0.0f;
+        for (int ww = 0; ww < kWarps; ++ww) y += dots[ww * dots_stride + i];  // a fixed order
+        const float updated = bf16_round(h_s[i] + bf16_round(y));
+        a.o_residual[o0 + i] = __float2bfloat16_rn(updated);
+        sq += updated * updated;
+      }
+      // (block_sum's barriers also put every thread's h' rows and zeroed delta rows before thread 0's fence.)
+      const float total = block_sum(sq, warp_sq);
+      stamp(a.trace, kTraceDown);
+      if (threadIdx.x == 0) {
+        if (int64_t(blockIdx.x) < o_ctas) a.o_partials[blockIdx.x] = total;
+        __threadfence();  // the CTA's writes before its arrival
+      }
+      wait_for_all();
+      float sum_sq = 0.0f;
+      for (int64_t i = lane; i < o_ctas; i += kWarpSize) sum_sq += __ldcg(a.o_partials + i);
+      sum_sq = warp_sum(sum_sq);
+      float hn[kVecs][8];
+#pragma unroll
+      for (int v = 0; v < kVecs; ++v) {
+        const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) hn[v][e] = 0.0f;
+        if (col < vecs) {
+          const uint4 packed = __ldcg(reinterpret_cast<const uint4*>(a.o_residual) + col);
+          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(packed), hn[v]);
+        }
+      }
+      gemv_ring::scale_normed<kVecs>(hn, norm_w, 1.0f / sqrtf(sum_sq / float(a.hidden) + a.eps), a.hidden, x);
+      stamp(a.trace, kTraceNormed);
+      // The deferred groups once h' is in registers (their copies would have queued ahead of its loads).
+      for (int64_t g = groups_o + o_ahead; g < groups_o + kInFlight; ++g) issue(g);
+    }
+  };
 
   for (int64_t g = 0; g < groups; ++g) {
+    if (kWithO && g == groups_o) o_rows_then_norm();
     const int64_t first = group_first(g), end = group_end(g);
     uint4 w[kGroup][kVecs];
-    ring.read(g, first, end, w);
-    issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
+    ring.read(g, first, end, w, g < bulk_groups ? &prologue_bars[g] : nullptr);
+    if (!kFull) issue(g + kStages - 1);  // into the stage group g - 1 used: this thread has read its pieces of it
     // v4: every row of this CTA is now in flight; its share of the next kernel's weights goes to L2 behind them.
-    if (g == (groups > kStages - 1 ? groups - (kStages - 1) : 0) && warp == 0)
+    if (g == (groups > kInFlight ? groups - kInFlight : 0) && warp == 0)
       prefetch_share_l2(a.l2_prefetch, a.l2_prefetch_bytes, lane);
     if (g == groups_a) {
       stamp(a.trace, kTraceGateUp);
@@ -321,16 +440,25 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
     if (g < groups_a || (kNext && g >= groups_ab)) {
       const float total = gemv_ring::dot_group<kVecs, kGroup>(w, x);
       const int64_t row = first + warp_sum_transposed_index<kGroup>(lane);
-      // Phase C reuses the warp-sum buffer from column 0 (the SwiGLU read phase A's sums long ago).
-      const int64_t slot = g < groups_a ? row : row - rows_ab;
+      // Phases O, A and C each use the warp-sum buffer from column 0 (phase A's sums overwrite O's after the
+      // grid-wide wait; the SwiGLU read phase A's long before phase C).
+      const int64_t slot = g < groups_o ? row : g < groups_a ? row - rows_o : row - rows_ab;
       if (lane % (kWarpSize / kGroup) == 0 && row < end) dots[warp * dots_stride + slot] = total;
     } else {
 #pragma unroll
       for (int j = 0; j < kGroup; ++j)
         add_scaled_row<kVecs>(down, w[j], first + j < end ? act_s[first + j - rows_a] : 0.0f);
     }
+    if constexpr (kFull) {
+      asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
+      if (deferred(g + kStages))
+        cp_async_commit();  // its place in the count: issued after the grid-wide wait
+      else
+        issue(g + kStages);  // into the stage this group came from: its pieces are multiplied
+    }
   }
   cp_async_wait<0>();
+  if (kWithO && groups == groups_o) o_rows_then_norm();  // no MLP rows here: the wait in the loop never ran
   stamp(a.trace, kTraceRowsDone);
   if constexpr (kNext) {
     if (groups == groups_ab) {  // no next-layer rows here, so the wait in the loop never ran: arrive all the same
@@ -346,7 +474,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
       a.next_out[n0 + i] = __float2bfloat16_rn(y);
     }
   } else {
-    stamp(a.trace, kTraceDown);
+    if (!kWithO) stamp(a.trace, kTraceDown);  // (v7 stamps its grid-wide wait's arrival)
     add_down_partial<kVecs>(down, a, vecs);
   }
   stamp(a.trace, kTraceEnd);
@@ -359,9 +487,12 @@ int64_t ctas_for(const NormMlpArgs& a) {
 // The warp-sum buffer (kWarps, stride) and the SwiGLU output of a CTA, in bytes.
 size_t smem_for(const NormMlpArgs& a) {
   const int64_t ctas = ctas_for(a);
+  const int64_t o_ctas = a.o_ctas > 0 ? int64_t(a.o_ctas) : ctas;
   const int64_t stride =
-      std::max<int64_t>(2 * max_features(ctas, a.inter), a.w_next ? max_features(ctas, a.next_rows) : 0);
-  return size_t(kWarps * stride + max_features(ctas, a.inter)) * sizeof(float);
+      std::max({2 * max_features(ctas, a.inter), a.w_next ? max_features(ctas, a.next_rows) : int64_t(0),
+                a.w_o ? max_features(o_ctas, a.hidden) : int64_t(0)});
+  return size_t(kWarps * stride + max_features(ctas, a.inter) + (a.w_o ? max_features(o_ctas, a.hidden) : 0)) *
+         sizeof(float);
 }
 
 template <int kVecs, int kDepth>
@@ -380,24 +511,25 @@ size_t ring_smem_for(const NormMlpArgs& a) {
   return gemv_ring::Ring<kVecs, kGroup, kStages>::kBytes + smem_for(a);
 }
 
-template <int kVecs, int kGroup, int kStages, bool kNext>
+template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
 void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
-  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext>;
+  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext, kFull, kTma, kWithO>;
   const size_t smem = ring_smem_for<kVecs, kGroup, kStages>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Default: every group the ring holds in flight before the PDL wait (prewait_rows counts rows, rounded up to
-  // whole groups). H200 at context 128: 2 groups 4.247 ms a step, 1 group 4.266, none 4.297.
-  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup : kStages - 1;
+  // whole groups). H200 at context 128 (v2): 2 groups 4.247 ms a step, 1 group 4.266, none 4.297.
+  const int prewait_groups =
+      a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup : (kFull ? kStages : kStages - 1);
   launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
 }
 
 // The ring kernel at the piece count the row needs (kGroup halves where a thread holds two pieces of a row).
-template <bool kNext>
+template <bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
 void launch_ring(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, kNext>(a, stream);
+    launch_ring_shape<1, 8, 3, kNext, kFull, kTma, kWithO>(a, stream);
   else
-    launch_ring_shape<2, 4, 3, kNext>(a, stream);
+    launch_ring_shape<2, 4, 3, kNext, kFull, kTma, kWithO>(a, stream);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -409,10 +541,11 @@ bool mlp_split_down_v1_supports(const NormMlpArgs& a);
 
 namespace {
 
-// v1's and v2's checks without the next-layer fields.
+// v1's and v2's checks without the next-layer and o fields.
 bool ring_supports(const NormMlpArgs& a) {
   NormMlpArgs mlp_only = a;
   mlp_only.w_next = nullptr;
+  mlp_only.w_o = nullptr;
   if (!mlp_split_down_v1_supports(mlp_only)) return false;
   const size_t smem = a.hidden / 8 <= kThreads ? ring_smem_for<1, 8, 3>(a) : ring_smem_for<2, 4, 3>(a);
   return smem <= size_t(device_optin_smem_bytes());
@@ -420,13 +553,55 @@ bool ring_supports(const NormMlpArgs& a) {
 
 }  // namespace
 
-bool mlp_split_down_v2_supports(const NormMlpArgs& a) { return a.w_next == nullptr && ring_supports(a); }
+bool mlp_split_down_v2_supports(const NormMlpArgs& a) {
+  return a.w_next == nullptr && a.w_o == nullptr && ring_supports(a);
+}
 
 void launch_mlp_split_down_v2(const NormMlpArgs& args, cudaStream_t stream) {
   NormMlpArgs a = args;
   a.l2_prefetch = nullptr;  // (v4's)
   a.l2_prefetch_bytes = 0;
   launch_ring<false>(a, stream);
+}
+
+// v5_mlp_split_down_full_ring: v2 with all three stages of the ring in flight (192 KB a CTA, not 128).
+bool mlp_split_down_v5_supports(const NormMlpArgs& a) { return mlp_split_down_v2_supports(a); }
+
+void launch_mlp_split_down_v5(const NormMlpArgs& args, cudaStream_t stream) {
+  NormMlpArgs a = args;
+  a.l2_prefetch = nullptr;  // (v4's)
+  a.l2_prefetch_bytes = 0;
+  launch_ring<false, true>(a, stream);
+}
+
+// v6_mlp_split_down_tma: v5 whose groups before the PDL wait are TMA bulk copies (sm_90).
+bool mlp_split_down_v6_supports(const NormMlpArgs& a) {
+  return device_compute_major() >= 9 && mlp_split_down_v5_supports(a);
+}
+
+void launch_mlp_split_down_v6(const NormMlpArgs& args, cudaStream_t stream) {
+  NormMlpArgs a = args;
+  a.l2_prefetch = nullptr;  // (v4's)
+  a.l2_prefetch_bytes = 0;
+  launch_ring<false, true, true>(a, stream);
+}
+
+// v7_mlp_with_o: v5 with the o projection's rows first (NormMlpArgs::w_o), then a grid-wide wait for h'.
+bool mlp_with_o_v7_supports(const NormMlpArgs& a) {
+  if (a.w_o == nullptr || a.attention_out == nullptr || a.o_residual == nullptr || a.o_partials == nullptr ||
+      a.sync == nullptr || a.w_next != nullptr)
+    return false;
+  if (a.q_dim != a.hidden || a.o_residual != a.residual || a.o_ctas < 0 || a.o_ctas > ctas_for(a)) return false;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!aligned(a.w_o) || !aligned(a.attention_out) || !aligned(a.o_residual)) return false;
+  return ctas_for(a) <= int64_t(device_sm_count()) && ring_supports(a);
+}
+
+void launch_mlp_with_o_v7(const NormMlpArgs& args, cudaStream_t stream) {
+  NormMlpArgs a = args;
+  a.l2_prefetch = nullptr;  // (v4's)
+  a.l2_prefetch_bytes = 0;
+  launch_ring<false, true, false, true>(a, stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).
@@ -442,7 +617,7 @@ void launch_mlp_split_down_v4(const NormMlpArgs& a, cudaStream_t stream) {
 // v3 needs the next layer's QKV fields, and every CTA resident at once (one per SM) for its grid-wide wait.
 bool mlp_qkv_next_v3_supports(const NormMlpArgs& a) {
   if (a.w_next == nullptr || a.next_norm_weight == nullptr || a.next_out == nullptr || a.sync == nullptr ||
-      a.next_rows < 1 || !ring_supports(a))
+      a.next_rows < 1 || a.w_o != nullptr || !ring_supports(a))
     return false;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return aligned(a.w_next) && aligned(a.next_norm_weight) && ctas_for(a) <= int64_t(device_sm_count());
@@ -453,7 +628,7 @@ void launch_mlp_qkv_next_v3(const NormMlpArgs& a, cudaStream_t stream) {
 }
 
 bool mlp_split_down_v1_supports(const NormMlpArgs& a) {
-  if (a.w_next != nullptr) return false;  // (v3's next-layer QKV)
+  if (a.w_next != nullptr || a.w_o != nullptr) return false;  // (v3's next-layer QKV, v7's o rows)
   if (a.hidden < 8 || a.hidden % 8 != 0 || a.hidden / 8 > 2 * kThreads || a.inter < 1) return false;
   if (a.partial_count < 1 || a.partial_count > kMaxNormPartials || a.ctas < 0 || a.delta_copies < 1) return false;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

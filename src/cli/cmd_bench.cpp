@@ -105,7 +105,8 @@ void register_bench(CLI::App& app) {
             attention_o_chain_steps = -1;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
-    int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0;
+    int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
+    bool mlp_o_l2_prefetch = false;
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
     std::optional<int64_t> attention_prefetch_mb;
@@ -164,6 +165,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp", o->mlp,
                   "Override the batch-1 one-launch MLP (norm_mlp op: gate|up, SwiGLU and down) version, or off");
   cmd->add_option("--mlp-ctas", o->mlp_ctas, "Tuning: CTAs of --mlp (0: one per SM)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-o-ctas", o->mlp_o_ctas, "Tuning, --mlp v7_mlp_with_o: CTAs that take the o rows (0: all)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-o-ahead", o->mlp_o_ahead,
+                  "Tuning, --mlp v7_mlp_with_o: MLP row groups in flight during the o rows (-1: the ring's all)")
+      ->check(CLI::Range(-1, 64));
+  cmd->add_flag("--mlp-o-l2-prefetch", o->mlp_o_l2_prefetch,
+                "Tuning, --mlp v7_mlp_with_o: the attention still pulls the o rows into L2");
   cmd->add_option("--mlp-prewait-rows", o->mlp_prewait_rows,
                   "Tuning: weight rows a CTA of --mlp loads before the PDL wait (-1: the version's default)")
       ->check(CLI::Range(-1, 64));
@@ -214,6 +222,9 @@ void register_bench(CLI::App& app) {
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     options.mlp_ctas = o->mlp_ctas;
+    options.mlp_o_ctas = o->mlp_o_ctas;
+    options.mlp_o_ahead = o->mlp_o_ahead;
+    options.mlp_o_l2_prefetch = o->mlp_o_l2_prefetch;
     options.mlp_prewait_rows = o->mlp_prewait_rows;
     options.mlp_trace = !o->mlp_trace.empty();
     if (o->mlp_delta_copies > 0) options.mlp_delta_copies = o->mlp_delta_copies;
@@ -352,6 +363,9 @@ void register_bench(CLI::App& app) {
     j["attention_o"] = options.decode_attention_o;
     j["mlp"] = options.decode_mlp;
     if (options.mlp_ctas > 0) j["mlp_ctas"] = options.mlp_ctas;
+    if (options.mlp_o_ctas > 0) j["mlp_o_ctas"] = options.mlp_o_ctas;
+    if (options.mlp_o_ahead >= 0) j["mlp_o_ahead"] = options.mlp_o_ahead;
+    if (options.mlp_o_l2_prefetch) j["mlp_o_l2_prefetch"] = true;
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
     j["mlp_delta_copies"] = options.mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;

@@ -668,7 +668,9 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   const double qkv_attention_bytes = 2.0 * double(rows * (QD + 2 * KVD) + 2 * rows * KVD + rows * QD) +
                                      2.0 * double(2 * KVD * max_position * rows);
   const double o_residual_bytes = 2.0 * double(H * QD + rows * QD + 2 * rows * H);
-  const auto qkv_attention_args = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
+  // prefetch_o: the attention pulls the o rows into L2 for the O GEMV behind it (not for v7_mlp_with_o, whose ring
+  // streams them).
+  const auto qkv_attention_args = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, bool prefetch_o = true) {
     const int64_t o_bytes = H * QD * int64_t(sizeof(bf16));
     return kernels::QkvAttentionArgs{{m.qkv.as<bf16>(), L.q_norm, L.k_norm, q, k_cache, v_cache, positions, slots,
                                       m.inv_freq.as<float>(), m.attention_factor, eps, rows, c.num_heads,
@@ -678,14 +680,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                      1.0f / std::sqrt(float(D)),
                                      m.attention_workspace.as<float>(),
                                      L.wo,
-                                     std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16,
+                                     prefetch_o ? std::min(o_bytes, o.attention_l2_prefetch_bytes) / 16 * 16 : 0,
                                      trigger("qkv_attention")};
   };
   // The fused decode attention (QK-norm, RoPE, cache store, attention in one launch) when chosen and supported.
   // Returns false where the caller must run qk_norm_rope_cache and the attention kernel instead.
-  const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache) {
+  const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, bool prefetch_o = true) {
     if (!decode || !o.fused || !m.decode_qkv_attention) return false;
-    const kernels::QkvAttentionArgs a = qkv_attention_args(L, k_cache, v_cache);
+    const kernels::QkvAttentionArgs a = qkv_attention_args(L, k_cache, v_cache, prefetch_o);
     if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
     if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
     m.count("qkv_attention", qkv_attention_bytes, m.decode_qkv_attention->kernels_per_launch);
@@ -786,7 +788,23 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                                     kernels::kNormMlpTraceEvents;
       return a;
     };
-    bool mlp_in_one_launch = false, mlp_runs_next_qkv = false;
+    // v7 (NormMlpArgs::w_o): the o projection in the MLP's launch, behind the attention alone (qkv_attention, which
+    // then pulls no o rows into L2: the MLP's ring streams them). The last layer keeps qkv_attention_o.
+    const auto mlp_with_o_args = [&](const LayerDevice& L) {
+      kernels::NormMlpArgs a = mlp_args(L, nullptr);
+      a.l2_prefetch = nullptr;
+      a.l2_prefetch_bytes = 0;
+      a.w_o = L.wo;
+      a.attention_out = attn;
+      a.o_residual = h;
+      a.o_partials = partials;
+      a.q_dim = QD;
+      a.o_ctas = o.mlp_o_ctas;
+      a.o_ahead_groups = o.mlp_o_ahead;
+      a.sync = m.mlp_sync.as<uint32_t>();
+      return a;
+    };
+    bool mlp_in_one_launch = false, mlp_runs_next_qkv = false, mlp_with_o = false;
     if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
       const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache.as<bf16>(), m.v_cache.as<bf16>()),
                                          m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
@@ -797,6 +815,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (!m.attention_o->supports || m.attention_o->supports(a)) {
         mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));
         mlp_in_one_launch = mlp_runs_next_qkv || supported(mlp_args(m.layers[0], nullptr));
+        mlp_with_o = !mlp_in_one_launch && m.mlp->supports && supported(mlp_with_o_args(m.layers[0]));
       }
     }
     float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
@@ -820,6 +839,16 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                      (pending_delta ? 4.0 * double(o.mlp_delta_copies * rows * H) : 0.0));
       }
       qkv_ready = false;
+      if (mlp_with_o && l + 1 < m.layers.size()) {
+        if (!fused_attention(L, k_cache, v_cache, o.mlp_o_l2_prefetch))
+          throw std::logic_error("run_layers: v7_mlp_with_o needs the fused decode attention");
+        if (kept("mlp_split_down")) m.mlp->launch(mlp_with_o_args(L), s);
+        // The o rows, the attention output, h read and written, the delta read and zeroed; then the MLP.
+        m.count("mlp_split_down", o_residual_bytes + 8.0 * double(o.mlp_delta_copies * H) +
+                                      2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H));
+        pending_delta = m.mlp_delta.as<float>();
+        continue;
+      }
       // true: the attention and the o projection ran as one launch
       const bool attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count, pending_delta);
       if (pending_delta && !attention_o_ran)

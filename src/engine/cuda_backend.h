@@ -74,10 +74,17 @@ struct EngineOptions {
   // runs only where decode_attention_o does (and not in the last layer). Keeps a transposed copy of every layer's
   // down_proj on the device (hidden x intermediate bf16 a layer: 3.5 GB for Qwen3-8B). H200, Qwen3-8B: v2 4.209
   // vs 4.332 ms per step (off) at context 128, 4.292 vs 4.413 at 1024, 4.635 vs 4.730 at 8192; v3 (the next
-  // layer's QKV in the same launch) 4.565 and v1 7.30 were slower (ITERATIONS.md session 6).
-  std::string decode_mlp = "v2_mlp_split_down_ring";
+  // layer's QKV in the same launch) 4.565 and v1 7.30 were slower (ITERATIONS.md session 6). v5 (every stage of
+  // the ring in flight) beat v2 on four leases by 0.1-1.6% at 128 / 1024 / 8192 (session 8); v7 (the o projection
+  // in this launch, the attention alone before it) was 8-12% slower.
+  std::string decode_mlp = "v5_mlp_split_down_full_ring";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
+  // v7_mlp_with_o only: CTAs that take the o rows (NormMlpArgs::o_ctas; 0: all), and whether the attention before
+  // it still pulls the o rows into L2 (attention_l2_prefetch_bytes).
+  int32_t mlp_o_ctas = 0;
+  int32_t mlp_o_ahead = -1;  // NormMlpArgs::o_ahead_groups
+  bool mlp_o_l2_prefetch = false;
   // Copies of the MLP's fp32 delta its CTAs spread their reductions over (NormMlpArgs::delta_copies); the readers sum
   // them.
   int32_t mlp_delta_copies = 4;

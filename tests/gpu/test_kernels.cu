@@ -1942,14 +1942,15 @@ std::vector<double> moved_by_dev(const std::vector<float>& dev, const std::vecto
 // The norm GEMVs with a residual delta, batch 1 (the engine's) and 3: y = normed · wᵀ within the gemm bound
 // plus Σ_i dev_i |w_i| (DeltaNormInputs); the partials are garbage the kernel must not read; residual and
 // delta left as they were. The delta as one copy, and as three (NormGemvArgs::delta_copies: the normed state
-// from their sum, which v8, v10, v11 and v12 must take wherever they take one copy). v9_gemv_norm_tma has no
+// from their sum, which v8, v10-v13 must take wherever they take one copy). v9_gemv_norm_tma has no
 // delta form and must refuse such args.
 TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const auto& versions = kernels::norm_gemv_versions();
   VersionRunner<NormGemvArgs> runner(versions);
   const auto& v9 = kernels::find_version(versions, "v9_gemv_norm_tma");
   const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
-                                                     "v12_gemv_norm_ring"};
+                                                     "v12_gemv_norm_ring", "v13_gemv_norm_ring_full",
+                                                     "v14_gemv_norm_ring_tma"};
   struct Case {
     std::string name;
     int64_t n, k;
@@ -2160,10 +2161,32 @@ struct MlpProblem {
   std::vector<double> down, down_abs, down_moved;  // (hidden)
 };
 
-MlpProblem make_mlp_problem(const std::string& base, int64_t hidden, int64_t inter) {
+// The norm inputs of one token from a given residual: sum_sq in double rounded to fp32, normed as the kernels norm.
+NormInputs norm_inputs_of(std::vector<uint16_t> residual, std::vector<uint16_t> weight) {
+  NormInputs in;
+  const int64_t k = int64_t(residual.size());
+  in.residual = std::move(residual);
+  in.weight = std::move(weight);
+  double exact = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double h = ref::to_float(in.residual[size_t(i)]);
+    exact += h * h;
+  }
+  in.sum_sq.push_back(float(exact));
+  const float inv_rms = 1.0f / std::sqrt(float(exact) / float(k) + kEps);
+  in.normed.resize(size_t(k));
+  for (int64_t i = 0; i < k; ++i) {
+    const float normalized = ref::round_bf16(ref::to_float(in.residual[size_t(i)]) * inv_rms);
+    in.normed[size_t(i)] = ref::to_bf16(ref::to_float(in.weight[size_t(i)]) * normalized);
+  }
+  return in;
+}
+
+// The MLP of the token in `in` (its normed input) with random weights seeded by base.
+MlpProblem make_mlp_problem_for(NormInputs in, const std::string& base, int64_t hidden, int64_t inter) {
   const uint64_t seed = case_seed(base);
   MlpProblem p;
-  p.in = make_norm_inputs(base, 1, hidden);
+  p.in = std::move(in);
   p.w_gate_up = random_bf16(size_t(2 * inter * hidden), ref::mix_seed(seed, 4), -0.05f, 0.05f);
   {
     const auto w_down =
@@ -2191,6 +2214,10 @@ MlpProblem make_mlp_problem(const std::string& base, int64_t hidden, int64_t int
     }
   }
   return p;
+}
+
+MlpProblem make_mlp_problem(const std::string& base, int64_t hidden, int64_t inter) {
+  return make_mlp_problem_for(make_norm_inputs(base, 1, hidden), base, hidden, inter);
 }
 
 // What the delta holds before a NormMlp launch, (delta_copies, hidden) (NormMlpArgs::delta_copies): zeros, or
@@ -2310,7 +2337,9 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       args.prewait_rows = r.prewait_rows;
       args.delta_copies = r.delta_copies;
       if (r.delta_copies > 1)
-        check_delta_copies_support(versions, args, label, c.required, {"v2_mlp_split_down_ring"});
+        check_delta_copies_support(versions, args, label, c.required,
+                                   {"v2_mlp_split_down_ring", "v5_mlp_split_down_full_ring",
+                                    "v6_mlp_split_down_tma"});
       const int64_t ctas = kernels::norm_mlp_ctas(args);
       runner.run(
           label, args,
@@ -2328,6 +2357,109 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
           },
           c.required, {produced(residual_d), produced(partials_d), produced(delta_d)});
     }
+  }
+}
+
+// v7_mlp_with_o: the o projection first (NormMlpArgs::w_o), on random h, attention output, o_proj and a random
+// pending delta (4 copies with an exact sum). h' = bf16(bf16(h + bf16(Σ delta)) + bf16(w_o · a)) is checked per
+// element within one bf16 rounding of the fp32 dot product's error (gemm bound) on each side; the delta copies must
+// then hold only the MLP's output, checked as NormMlpMatchesReference checks it with the oracle built from the
+// kernel's own h' (so a rounding flip in h' cannot fail the MLP check), the normed input from its own Σ h'² in
+// double. Every other version must refuse these args; o_ctas 0 (all CTAs) and fewer CTAs than the grid (the others
+// only wait), 3 CTAs, CTAs without features, and the MLP groups issued during the o rows (all, 1, none).
+TEST_F(GpuTest, NormMlpWithOMatchesReference) {
+  const auto& versions = kernels::norm_mlp_versions();
+  VersionRunner<NormMlpArgs> runner(versions);
+  struct Case {
+    std::string name;
+    int64_t hidden, inter;
+    int32_t ctas, o_ctas, copies, ahead;  // ahead: NormMlpArgs::o_ahead_groups
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", kHidden, kInter, 0, 0, 4, -1, true},
+      {"qwen3-8b o_ctas=100", kHidden, kInter, 0, 100, 4, 0, true},
+      {"qwen3-8b ahead=1", kHidden, kInter, 0, 0, 4, 1, true},
+      {"hidden=256 3 CTAs", 256, 96, 3, 2, 1, 1, false},
+      {"inter=7 (CTAs without features)", 256, 7, 0, 5, 2, 0, false},
+  };
+  for (const Case& c : cases) {
+    const std::string label = "norm_mlp_with_o " + c.name + " hidden=" + str(c.hidden) + " inter=" + str(c.inter) +
+                              " ctas=" + str(c.ctas) + " o_ctas=" + str(c.o_ctas) + " copies=" + str(c.copies) +
+                              " ahead=" + str(c.ahead);
+    const uint64_t seed = case_seed(label);
+    const NormInputs h_in = make_norm_inputs(label, 1, c.hidden);  // h (before o) and the norm weight
+    const auto w_o = random_bf16(size_t(c.hidden * c.hidden), ref::mix_seed(seed, 11), -0.05f, 0.05f);
+    const auto attn = random_bf16(size_t(c.hidden), ref::mix_seed(seed, 12), -2.0f, 2.0f);
+    const MlpDeltaStart pending = mlp_delta_start(c.hidden, c.copies, true, ref::mix_seed(seed, 13));
+    // h' by the oracle: the o row's dot product in double, its gemm bound, and the roundings around it.
+    std::vector<double> h_mid(size_t(c.hidden)), y(size_t(c.hidden)), y_bound(size_t(c.hidden));
+    for (int64_t r = 0; r < c.hidden; ++r) {
+      double dot = 0, abs_dot = 0;
+      for (int64_t k = 0; k < c.hidden; ++k) {
+        const double t = double(ref::to_float(w_o[size_t(r * c.hidden + k)])) * ref::to_float(attn[size_t(k)]);
+        dot += t;
+        abs_dot += std::fabs(t);
+      }
+      y[size_t(r)] = dot;
+      y_bound[size_t(r)] = kGemmAccumTol * abs_dot;
+      h_mid[size_t(r)] =
+          ref::round_bf16(ref::to_float(h_in.residual[size_t(r)]) + ref::round_bf16(pending.sum[size_t(r)]));
+    }
+    auto residual_d = to_device(h_in.residual);
+    const auto weight_d = to_device(h_in.weight);
+    const auto w_o_d = to_device(w_o);
+    const auto attn_d = to_device(attn);
+    const MlpProblem weights = make_mlp_problem(label + " weights", c.hidden, c.inter);  // its gate|up, down rows
+    const auto w_gate_up_d = to_device(weights.w_gate_up);
+    const auto w_down_t_d = to_device(weights.w_down_t);
+    DeviceArray<float> delta_d(pending.copies.size());
+    DeviceArray<float> o_partials_d(size_t(kernels::kMaxNormPartials));
+    DeviceArray<uint32_t> sync_d(2);
+    CUDA_CHECK(cudaMemset(sync_d.get(), 0, 2 * sizeof(uint32_t)));
+    NormMlpArgs args{as_bf16(residual_d),  o_partials_d.get(),  1,        as_bf16(weight_d), kEps,
+                     as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,      c.inter};
+    args.ctas = c.ctas;
+    args.delta_copies = c.copies;
+    args.w_o = as_bf16(w_o_d);
+    args.attention_out = as_bf16(attn_d);
+    args.o_residual = as_bf16(residual_d);
+    args.o_partials = o_partials_d.get();
+    args.q_dim = c.hidden;
+    args.o_ctas = c.o_ctas;
+    args.o_ahead_groups = c.ahead;
+    args.sync = sync_d.get();
+    for (const auto& v : versions)
+      if (std::string_view(v.name) != "v7_mlp_with_o" && v.supports) {
+        EXPECT_FALSE(v.supports(args)) << label << " | " << v.name << " must refuse args with w_o";
+      }
+    const int64_t ctas = kernels::norm_mlp_ctas(args);
+    runner.run(
+        label, args,
+        [&] {
+          residual_d.upload(h_in.residual);
+          delta_d.upload(pending.copies);
+        },
+        [&](const std::string& run_label) {
+          const auto got_h = residual_d.download();
+          Check h_check("residual h' (o rows added)");
+          for (int64_t r = 0; r < c.hidden; ++r) {
+            // Within the dot's bound, then one bf16 rounding of y and one of the sum, each at most half an ulp of
+            // the larger magnitude (2^-8 relative) on either side.
+            const double want = h_mid[size_t(r)] + y[size_t(r)];
+            const double bound = y_bound[size_t(r)] + 0x1p-8 * (std::fabs(y[size_t(r)]) + std::fabs(want)) + 1e-30;
+            h_check.near(r, got_h[size_t(r)], want, bound);
+          }
+          expect_ok(h_check, run_label);
+          // The MLP from the kernel's own h'.
+          const MlpProblem p =
+              make_mlp_problem_for(norm_inputs_of(got_h, h_in.weight), label + " weights", c.hidden, c.inter);
+          const MlpDeltaStart zero = mlp_delta_start(c.hidden, c.copies, false, 0);
+          std::vector<double> want, bound;
+          mlp_delta_expectation(p, zero, 1, want, bound);
+          check_mlp_delta(delta_d.download(), zero, ctas, want, bound, run_label);
+        },
+        c.required, {produced(residual_d), produced(delta_d), produced(o_partials_d)});
   }
 }
 
