@@ -78,6 +78,28 @@ elif [ "${SESSION7:-0}" = 1 ]; then
   done | tee "$OUT/layer_timeline.txt"
   bench $S --path fast --prompt-len 128 --gen 256 --attention-o v2_qkv_attention_o_head_merge \
     --attention-o-chain-steps 8
+elif [ "${SESSION8:-0}" = 1 ]; then
+  # Session 8: the MLP's ring with every stage in flight (v5, the default) beside v2 and the TMA prologue (v6);
+  # the QKV GEMV's v13 / v14 beside v12; the o projection in the MLP launch (v7) with its tuning; traced at 128.
+  for p in 128 1024 8192; do
+    g=256; [ $p = 8192 ] && g=128
+    for v in v2_mlp_split_down_ring v5_mlp_split_down_full_ring v6_mlp_split_down_tma v7_mlp_with_o; do
+      bench $S --path fast --prompt-len $p --gen $g --mlp $v
+    done
+    for v in v13_gemv_norm_ring_full v14_gemv_norm_ring_tma; do
+      bench $S --path fast --prompt-len $p --gen $g --norm-gemv $v
+    done
+  done
+  for ahead in 0 1 2 3; do bench $S --path fast --prompt-len 128 --gen 256 --mlp v7_mlp_with_o --mlp-o-ahead $ahead; done
+  bench $S --path fast --prompt-len 128 --gen 256 --mlp v7_mlp_with_o --mlp-o-ctas 108
+  for v in v2_mlp_split_down_ring v5_mlp_split_down_full_ring v7_mlp_with_o; do
+    bench $S --path fast --prompt-len 128 --gen 256 --mlp $v --mlp-trace "$OUT/mlp-trace-$v.json" \
+      --attention-o-trace "$OUT/attention-o-trace-$v.json"
+  done
+  python3 bench/layer_timeline.py "$OUT/mlp-trace-v5_mlp_split_down_full_ring.json" \
+    "$OUT/attention-o-trace-v5_mlp_split_down_full_ring.json" | tee "$OUT/layer_timeline.txt"
+  for b in 2 4 8; do bench $S --path fast --prompt-len 128 --gen 128 --batch $b; done
+  bench $S --path cublas --prompt-len 128 --gen 256
 elif [ "${FINAL_ONLY:-0}" = 1 ]; then
   # The ladder at context 128 (each row one change: sessions 2 and 3), then the final path at other shapes beside
   # session 2's attention (v2) and the unfused pair.
