@@ -55,11 +55,12 @@ struct Ring {
   }
 
   // The same rows by TMA bulk copies, a whole row each, issued by thread 0 and completing on bar; every thread
-  // commits an empty cp.async group, so the count read() waits for stays exact. Why (the *_tma versions): the 16-byte
-  // cp.async of 512 threads queue in the SM's load/store path, and a load issued after them (the norm's input,
-  // after the PDL wait) leaves only once they are on their way: traced, ~3.8 us behind 128 KB a CTA. A bulk copy
-  // is one instruction for the TMA unit. PRECOND: sm_90; bar initialised for one arrival and fenced for the async
-  // proxy; a row of vecs pieces is contiguous in global memory and 16-byte aligned.
+  // commits an empty cp.async group, so the count read() waits for stays exact. Why (the *_tma versions): a load
+  // issued after 128 KB of a CTA's copies (the norm's input, after the PDL wait) completed ~3.8 us later (traced),
+  // and a bulk copy is one instruction for the TMA unit rather than 512 threads' requests. Measured: no better (the
+  // load waits behind the bytes on their way to the SM, however requested; ITERATIONS.md session 8).
+  // PRECOND: sm_90; bar initialised for one arrival and fenced for the async proxy; a row of vecs pieces is
+  // contiguous in global memory and 16-byte aligned.
   template <class RowPtr>
   __device__ void issue_bulk(int64_t g, int64_t first, int64_t end, RowPtr&& row_ptr, uint64_t* bar) const {
     if (threadIdx.x == 0) {

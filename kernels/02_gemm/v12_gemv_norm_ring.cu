@@ -40,7 +40,7 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
 
 // kFull (v13, v14): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
 // issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
-// (Ring::issue_bulk), so the norm's loads after the wait do not queue behind them.
+// (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
 template <int kVecs, int kGroup, bool kFull, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;

@@ -232,8 +232,9 @@ enum NormMlpTraceEvent {
 
 // kFull (v5-v7): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
 // issued once the group is multiplied. kTma (v6, sm_90): the groups issued before the PDL wait are TMA bulk copies
-// (Ring::issue_bulk), so the norm's loads after the wait do not queue behind them. kWithO (v7): the o projection's
-// rows stream first (NormMlpArgs::w_o), then a grid-wide wait for h' and its norm, then the MLP's rows.
+// (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
+// kWithO (v7): the o projection's rows stream first (NormMlpArgs::w_o), then a grid-wide wait for h' and its norm,
+// then the MLP's rows.
 template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
