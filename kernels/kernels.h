@@ -164,9 +164,7 @@ struct QkvAttentionOArgs {
   // into L2 before the PDL wait, 2 the residual rows read after the CTA's split instead of before it, 4 the merge's
   // values loaded together with its statistics (-1: all; v1 and v2 run none). Diagnostic, v1-v3, with a
   // non-negative mask: 8 runs the o loop twice (same result; the trace's o_staged stamps the first pass's end);
-  // any version: 16 runs each split's attention twice (o_staged stamps the first pass's end). Tuning, any version,
-  // non-negative mask: 32 has the CTAs that attend stage their w_o rows after their split instead of before the
-  // PDL wait (their attention's loads then do not queue behind those bytes).
+  // any version: 16 runs each split's attention twice (o_staged stamps the first pass's end).
   int32_t chain_steps = -1;
   // Profiling only (nullptr otherwise): (CTAs, kQkvAttentionOTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (v1: QkvAttentionOTraceEvent in its source).

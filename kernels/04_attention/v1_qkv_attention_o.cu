@@ -192,24 +192,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Every CTA of the grid is resident once all have passed this point, so the next kernel can only take SM room
   // none of them needs: the waits below on other CTAs of this grid cannot starve.
   pdl_launch_dependents();
-  const auto stage_rows = [&] {
-    if (warp != 0) return;
+  if (warp == 0) {
     const uint64_t policy = make_evict_first_policy();
     if (lane == 0 && staged > 0) mbarrier_arrive_expect_tx(bar, uint32_t(staged * q_dim * 2));
     __syncwarp();
     for (int i = lane; i < staged; i += kWarpSize)
       bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
-  };
-  // chain_steps bit 32: a CTA that will attend (by the position as read now, a hint as for v3's prefetch below)
-  // stages its rows only after its split: a load waits behind the bytes queued for its SM (ITERATIONS.md session 8).
-  bool late_staging = false;
-  if (a.chain_steps > 0 && (a.chain_steps & 32)) {
-    const int32_t hint = p.positions[0];
-    const int hint_splits = min(max_splits, (hint + keys_per_split) / keys_per_split);
-    late_staging = hint >= 0 && hint < p.max_ctx && cta < hint_splits * p.kv_heads;
-  }
-  if (!late_staging) stage_rows();
-  if (warp == 0) {
     // Default none: prefetching the rest into L2 at the start measured slower (4.42 vs 4.36 ms per step), its
     // traffic meets the attention's latency-bound reads (and, in session 6, the QKV GEMV's stream).
     const int prefetched =
@@ -416,7 +404,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     stamp(a.trace, kTraceAttended);
   }
-  if (late_staging) stage_rows();
   // v4: the first two groups of the rows that are not staged into registers now (the attention CTAs: after their
   // split, when its registers are free), so their HBM round trip overlaps the wait for the attention output.
   constexpr int kV = kOVecs > 0 ? kOVecs : 1;

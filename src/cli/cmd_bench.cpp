@@ -157,9 +157,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-chain-steps", o->attention_o_chain_steps,
                   "Tuning: which of v3-v5's shortened-chain steps run, a bit mask: 1 K/V L2 prefetch before the "
                   "wait, 2 residual read after the split, 4 merge values with its statistics (-1: all); "
-                  "diagnostics: 8 v1-v3 run their o loop twice, 16 every version its attention twice; 32 every "
-                  "version: the attending CTAs stage their w_o rows after their split")
-      ->check(CLI::Range(-1, 63));
+                  "diagnostics: 8 v1-v3 run their o loop twice, 16 every version its attention twice")
+      ->check(CLI::Range(-1, 31));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
