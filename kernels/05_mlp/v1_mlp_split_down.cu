@@ -552,27 +552,28 @@ bool ring_supports(const NormMlpArgs& a) {
   return smem <= size_t(device_optin_smem_bytes());
 }
 
+// The args without v4's L2 prefetch (a runtime branch of the ring kernel they share): what v2, v5, v6 and v7 launch.
+NormMlpArgs without_l2_prefetch(NormMlpArgs a) {
+  a.l2_prefetch = nullptr;
+  a.l2_prefetch_bytes = 0;
+  return a;
+}
+
 }  // namespace
 
 bool mlp_split_down_v2_supports(const NormMlpArgs& a) {
   return a.w_next == nullptr && a.w_o == nullptr && ring_supports(a);
 }
 
-void launch_mlp_split_down_v2(const NormMlpArgs& args, cudaStream_t stream) {
-  NormMlpArgs a = args;
-  a.l2_prefetch = nullptr;  // (v4's)
-  a.l2_prefetch_bytes = 0;
-  launch_ring<false>(a, stream);
+void launch_mlp_split_down_v2(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false>(without_l2_prefetch(a), stream);
 }
 
 // v5_mlp_split_down_full_ring: v2 with all three stages of the ring in flight (192 KB a CTA, not 128).
 bool mlp_split_down_v5_supports(const NormMlpArgs& a) { return mlp_split_down_v2_supports(a); }
 
-void launch_mlp_split_down_v5(const NormMlpArgs& args, cudaStream_t stream) {
-  NormMlpArgs a = args;
-  a.l2_prefetch = nullptr;  // (v4's)
-  a.l2_prefetch_bytes = 0;
-  launch_ring<false, true>(a, stream);
+void launch_mlp_split_down_v5(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false, true>(without_l2_prefetch(a), stream);
 }
 
 // v6_mlp_split_down_tma: v5 whose groups before the PDL wait are TMA bulk copies (sm_90).
@@ -580,11 +581,8 @@ bool mlp_split_down_v6_supports(const NormMlpArgs& a) {
   return device_compute_major() >= 9 && mlp_split_down_v5_supports(a);
 }
 
-void launch_mlp_split_down_v6(const NormMlpArgs& args, cudaStream_t stream) {
-  NormMlpArgs a = args;
-  a.l2_prefetch = nullptr;  // (v4's)
-  a.l2_prefetch_bytes = 0;
-  launch_ring<false, true, true>(a, stream);
+void launch_mlp_split_down_v6(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false, true, true>(without_l2_prefetch(a), stream);
 }
 
 // v7_mlp_with_o: v5 with the o projection's rows first (NormMlpArgs::w_o), then a grid-wide wait for h'.
@@ -598,11 +596,8 @@ bool mlp_with_o_v7_supports(const NormMlpArgs& a) {
   return ctas_for(a) <= int64_t(device_sm_count()) && ring_supports(a);
 }
 
-void launch_mlp_with_o_v7(const NormMlpArgs& args, cudaStream_t stream) {
-  NormMlpArgs a = args;
-  a.l2_prefetch = nullptr;  // (v4's)
-  a.l2_prefetch_bytes = 0;
-  launch_ring<false, true, false, true>(a, stream);
+void launch_mlp_with_o_v7(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false, true, false, true>(without_l2_prefetch(a), stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).

@@ -791,9 +791,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // v7 (NormMlpArgs::w_o): the o projection in the MLP's launch, behind the attention alone (qkv_attention, which
     // then pulls no o rows into L2: the MLP's ring streams them). The last layer keeps qkv_attention_o.
     const auto mlp_with_o_args = [&](const LayerDevice& L) {
-      kernels::NormMlpArgs a = mlp_args(L, nullptr);
-      a.l2_prefetch = nullptr;
-      a.l2_prefetch_bytes = 0;
+      kernels::NormMlpArgs a = mlp_args(L, nullptr);  // (its launcher drops v4's l2_prefetch)
       a.w_o = L.wo;
       a.attention_out = attn;
       a.o_residual = h;

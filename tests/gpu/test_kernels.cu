@@ -1942,7 +1942,7 @@ std::vector<double> moved_by_dev(const std::vector<float>& dev, const std::vecto
 // The norm GEMVs with a residual delta, batch 1 (the engine's) and 3: y = normed · wᵀ within the gemm bound
 // plus Σ_i dev_i |w_i| (DeltaNormInputs); the partials are garbage the kernel must not read; residual and
 // delta left as they were. The delta as one copy, and as three (NormGemvArgs::delta_copies: the normed state
-// from their sum, which v8, v10-v13 must take wherever they take one copy). v9_gemv_norm_tma has no
+// from their sum, which v8, v10-v14 must take wherever they take one copy). v9_gemv_norm_tma has no
 // delta form and must refuse such args.
 TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const auto& versions = kernels::norm_gemv_versions();
