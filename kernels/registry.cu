@@ -85,6 +85,8 @@ void launch_qkv_attention_o_v4(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v4_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v5(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v5_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v6(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v6_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -287,6 +289,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                  "output as column 0 of B), staged rows padded against bank conflicts "
                                  "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v5, qkv_attention_o_v5_supports},
+      {"v6_qkv_attention_o_warp_keys", "v2 with every warp attending its own 16-key chunks straight from global "
+                                       "memory into mma fragments, an online softmax a warp, no K/V ring or "
+                                       "barrier in the loop (attention_warp.cuh, v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v6, qkv_attention_o_v6_supports},
   };
   return v;
 }

@@ -1,6 +1,6 @@
 // v1_qkv_attention_o, v2_qkv_attention_o_head_merge (the default), v3_qkv_attention_o_short_chain,
-// v4_qkv_attention_o_grouped and v5_qkv_attention_o_mma: the decode attention and the o projection (with its
-// residual add) in one launch, batch 1.
+// v4_qkv_attention_o_grouped, v5_qkv_attention_o_mma and v6_qkv_attention_o_warp_keys: the decode attention and
+// the o projection (with its residual add) in one launch, batch 1.
 //
 // Why: in the chain, the fused attention (v12) is a ~8 us dependent chain per layer while HBM idles (qkv read,
 // QK-norm/RoPE, K/V tiles, merge), and the o GEMV behind it can only start its first loads under PDL; together
@@ -39,6 +39,10 @@
 // ~7 us (traces): not the bytes (rows from L2 or registers did not shorten it) and not the FMAs (mma did not).
 // A first design gave CTA (row block, kv head) the w_o columns of one kv head (1 KB per row: 176 bulk copies a
 // CTA) and added the heads' partial sums in a last pass: 29 us isolated, 4.79 vs 4.29 ms per step (ITERATIONS.md).
+// v6 (kStages == 0): v2 with attention_warp::attend_keys in place of the K/V ring (every warp on its own 16-key
+// chunks from global memory into mma fragments, an online softmax a warp); its smaller shared-memory layout stages
+// 15 o rows instead of 7 at context 8192. Measured (ITERATIONS.md session 9): 0.996x / 0.999x / 0.991x of v2 at
+// 8192 / 1024 / 128; with v2's 7 staged rows (--attention-o-smem-kb 96) 0.987x at 8192.
 // PRECOND: tokens == 1; head_dim 64 or 128; q_heads / kv_heads <= 8; positions[0] < max_ctx; sm_90.
 
 #include <algorithm>
@@ -47,6 +51,7 @@
 
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/04_attention/attention_mma.cuh"
+#include "kernels/04_attention/attention_warp.cuh"
 #include "kernels/04_attention/qkv_attention.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
@@ -115,15 +120,17 @@ Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap
     at = (at + bytes + 15) / 16 * 16;
     return offset;
   };
-  l.ring = take(size_t(stages) * kTileKeys * head_dim * 2);
+  // stages 0 (v6): no K/V ring; the warps' partial results (attention_warp::scratch_bytes) in its place.
+  l.ring = take(stages > 0 ? size_t(stages) * kTileKeys * head_dim * 2
+                           : attention_warp::scratch_bytes(kWarps, group, head_dim));
   l.q = take(size_t(kMaxGroup) * head_dim * 2);
   l.new_kv = take(size_t(2) * head_dim * 2);
   l.partial = take((size_t(kMaxGroup) * head_dim + 2 * kMaxGroup) * 4);
   l.x = take(size_t(q_heads) * head_dim * 2);
   l.weights = take(size_t(q_heads) * (kMaxSplits + 1) * 4);
   l.residual = take(size_t(rows_per_cta) * 2);
-  l.scores = take(size_t(group) * keys_cap * 4);
-  l.p = take(size_t(group) * attention_mma::p_stride(keys_cap) * 2);
+  l.scores = take(stages > 0 ? size_t(group) * keys_cap * 4 : 0);
+  l.p = take(stages > 0 ? size_t(group) * attention_mma::p_stride(keys_cap) * 2 : 0);
   l.dots = o_vecs != 0 ? take(size_t(kWarps) * rows_per_cta * 4) : at;
   l.row_pitch = size_t(q_heads) * head_dim * 2 + (o_vecs < 0 ? 64 : 0);
   const size_t room = budget > at ? budget - at : 0;
@@ -357,12 +364,23 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncthreads();  // the first pass's shared memory is read
         stamp(a.trace, kTraceOStaged);
       }
-      attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
-          sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
-          keys_cap, a.attention.scale, 0.0f, [&] {
-            qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
-                                                                  range.new_key >= 0, q_s, new_kv);
-          });
+      if constexpr (kStages == 0) {  // v6: every warp on its own keys, no ring
+        const attention_warp::Smem wsm{q_s, new_kv, partial, stat_max, stat_sum,
+                                       reinterpret_cast<float*>(smem + l.ring)};
+        attention_warp::attend_keys<kHeadDim, kThreads>(
+            wsm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
+            a.attention.scale, [&] {
+              qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
+                                                                    range.new_key >= 0, q_s, new_kv);
+            });
+      } else {
+        attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
+            sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
+            keys_cap, a.attention.scale, 0.0f, [&] {
+              qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
+                                                                    range.new_key >= 0, q_s, new_kv);
+            });
+      }
     }
     __syncthreads();  // partial and statistics complete
     // v3 with a single split: the head's output straight from shared memory, computed as the merge of one split
@@ -633,7 +651,8 @@ struct Plan {
   size_t smem_budget;
 };
 
-Plan plan_for(const QkvAttentionOArgs& a) {
+// warp_keys: v6, whose attention core has no K/V ring (stages 0).
+Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   Plan plan{};
   plan.grid = grid_for(a.hidden, p.kv_heads);
@@ -646,7 +665,7 @@ Plan plan_for(const QkvAttentionOArgs& a) {
   plan.keys_cap = int((per_split + kTileKeys - 1) / kTileKeys * kTileKeys);
   plan.smem_budget = a.smem_bytes > 0 ? std::min(size_t(a.smem_bytes), kMaxSmem - kStaticSmemSlack) : kDefaultSmem;
   // K/V ring depth: 2 tiles where a split has at most two, else 4, or the tuning field's 2 / 4 / 8.
-  plan.stages = a.ring_stages > 0 ? a.ring_stages : plan.keys_cap <= 2 * kTileKeys ? 2 : 4;
+  plan.stages = warp_keys ? 0 : a.ring_stages > 0 ? a.ring_stages : plan.keys_cap <= 2 * kTileKeys ? 2 : 4;
   return plan;
 }
 
@@ -684,10 +703,16 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 
 // kOVecs: 0 (v1-v3), v4's 16-byte pieces of a w_o row per thread (2 up to q_dim 4096, 4 up to 8192), or -1 (v5:
 // the o rows on tensor cores).
-template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0>
+// kWarpKeys: v6's attention core (the kernel's kStages == 0).
+template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  if (a.attention.prep.head_dim == 128) {
+  const Plan plan = plan_for(a, kWarpKeys);
+  if constexpr (kWarpKeys) {
+    if (a.attention.prep.head_dim == 128)
+      launch_stages<128, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    else
+      launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+  } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
@@ -706,7 +731,10 @@ int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_
   return counter_words(kv_heads) + stats_words(q_heads, splits) + q_heads * splits * head_dim;
 }
 
-bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
+namespace {
+
+// What every version needs; warp_keys: v6's plan (no K/V ring).
+bool supports(const QkvAttentionOArgs& a, bool warp_keys) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   if (p.tokens != 1 || (p.head_dim != 64 && p.head_dim != 128)) return false;
   if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
@@ -717,7 +745,7 @@ bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
   if (a.keys_per_split < 0 || a.keys_per_split > kMaxKeysPerSplit || a.smem_bytes < 0) return false;
   if (a.ring_stages != 0 && a.ring_stages != 2 && a.ring_stages != 4 && a.ring_stages != 8) return false;
   if (device_compute_major() < 9) return false;
-  const Plan plan = plan_for(a);
+  const Plan plan = plan_for(a, warp_keys);
   // Every CTA resident at once (one per SM), at least one split per kv head, a split within the scores buffer,
   // partials per token within what the norm GEMVs read.
   if (plan.grid.ctas > device_sm_count() || plan.max_splits < 1 || plan.keys_cap > kMaxKeysPerSplit ||
@@ -726,6 +754,10 @@ bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) {
   // Room for the attention within the budget (the staged rows may be none).
   return layout_of(a, plan, -1).bytes <= plan.smem_budget;  // (v4's and v5's: v1-v3's and 1 KB more)
 }
+
+}  // namespace
+
+bool qkv_attention_o_v1_supports(const QkvAttentionOArgs& a) { return supports(a, false); }
 
 void launch_qkv_attention_o_v1(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_version<false>(a, stream); }
 
@@ -768,6 +800,16 @@ void launch_qkv_attention_o_v4(const QkvAttentionOArgs& a, cudaStream_t stream) 
     launch_version<true, true, 2>(a, stream);
   else
     launch_version<true, true, 4>(a, stream);
+}
+
+// v6_qkv_attention_o_warp_keys: v2 with attention_warp::attend_keys as its attention core (every warp on its own
+// 16-key chunks straight from global memory, no K/V ring or block barrier in the loop).
+bool qkv_attention_o_v6_supports(const QkvAttentionOArgs& a) {
+  return supports(a, true) && a.attention.out != nullptr && a.ring_stages == 0;
+}
+
+void launch_qkv_attention_o_v6(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -32,6 +32,17 @@ __device__ __forceinline__ uint4 load_nc_16B(const void* ptr) {
   return v;
 }
 
+// 16-byte read-only load that skips L1, default L2 policy: for data read once per launch by a CTA that also holds
+// a large shared-memory carve-out, where lines allocated in L1 for many loads in flight would evict each other
+// before use (bench/kv_read_pattern: 64 KB in flight a CTA through L1 took twice as long as 16 KB).
+__device__ __forceinline__ uint4 load_nc_no_l1_16B(const void* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
+  return v;
+}
+
 // Bulk prefetch of [ptr, ptr + bytes) into L2 (sm_90; a no-op elsewhere). A kernel launched early under PDL can
 // pull its weights from HBM into L2 while the kernel before it (attention, a norm: latency bound, HBM idle) still
 // runs. PRECOND: ptr 16-byte aligned, bytes a multiple of 16.
