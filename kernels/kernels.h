@@ -252,6 +252,11 @@ struct NormMlpArgs {
   // Profiling only (nullptr otherwise; v2-v7): (CTAs, kNormMlpTraceEvents) %globaltimer stamps of when each CTA
   // reached each point (NormMlpTraceEvent in v1_mlp_split_down.cu; 0: not reached in this version).
   uint64_t* trace = nullptr;
+  // v8 (v8_mlp_split_down_l2_lead) only: CTAs [0, l2_lead_ctas) pull the first l2_lead_bytes of each other CTA's
+  // rows into L2 before their PDL wait. In the decode step they are the CTAs that find an SM long before the
+  // release (the SMs qkv_attention_o leaves free), when HBM idles under the attention. PRECOND: % 16 == 0.
+  int32_t l2_lead_ctas = 0;
+  int64_t l2_lead_bytes = 0;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).

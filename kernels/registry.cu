@@ -133,6 +133,8 @@ void launch_mlp_split_down_v6(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v6_supports(const NormMlpArgs&);
 void launch_mlp_with_o_v7(const NormMlpArgs&, cudaStream_t);
 bool mlp_with_o_v7_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v8(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v8_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -404,6 +406,10 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                         "(prefetched while the attention runs), then a grid-wide wait for h' and its norm "
                         "(v1_mlp_split_down.cu)",
        launch_mlp_with_o_v7, mlp_with_o_v7_supports},
+      {"v8_mlp_split_down_l2_lead", "v5 whose first CTAs (resident early, on the SMs the attention leaves free) "
+                                    "pull the first rows of every other CTA into L2 before the PDL wait "
+                                    "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v8, mlp_split_down_v8_supports},
   };
   return v;
 }

@@ -33,6 +33,13 @@
 //  * v7_mlp_with_o (v5 with the attention's o projection first, then a grid-wide wait for h'): 8-12% slower. Its
 //    o rows are in shared memory before the wait, yet a CTA reaches the grid-wide wait 8-13 us after it, and a
 //    load issued behind ~192 KB of queued ring copies takes ~4 us (traces).
+// Session 9:
+//  * v8_mlp_split_down_l2_lead (v5 whose first CTAs, resident ~17 us before the release on the 4 SMs the attention
+//    launch leaves free, pull the first 96 / 192 / 384 KB of every other CTA's rows into L2 while the attention
+//    runs): 0.991x / 0.982x / 0.764x of v5 at context 128. The other CTAs' waited stamps came earlier (1.3 us after
+//    the release, mean, against 3.5), but a lead CTA's warp needed ~30 us to issue its 6 MB of bulk prefetches
+//    (its SM's copy engine; it then finished last), the attention launch ran 1.2 us longer and its end reached the
+//    MLP's release 2.7 us later instead of 0.45.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -235,7 +242,8 @@ enum NormMlpTraceEvent {
 // (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
 // kWithO (v7): the o projection's rows stream first (NormMlpArgs::w_o), then a grid-wide wait for h' and its norm,
 // then the MLP's rows.
-template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
+template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false,
+          bool kLead = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
   using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight>;
@@ -313,6 +321,22 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
       cp_async_commit();
     else
       issue(g);
+  }
+  // kLead (v8): the lead CTAs, resident long before the PDL release on the SMs the attention launch leaves free,
+  // pull the first l2_lead_bytes of every other CTA's rows (its gate rows, one contiguous block) into L2 while HBM
+  // idles under the attention, a lane a CTA, in 64 KB bulk prefetches. Nothing waits on them, but issuing them
+  // holds warp 0 (measured: ~30 us for 6 MB a CTA, the SM's copy engine), so the lead CTA itself starts late.
+  if constexpr (kLead) {
+    if (blockIdx.x < a.l2_lead_ctas && warp == 0) {
+      for (int64_t t = a.l2_lead_ctas + blockIdx.x + int64_t(lane) * a.l2_lead_ctas; t < ctas;
+           t += int64_t(kWarpSize) * a.l2_lead_ctas) {
+        const int64_t ft = feature_begin(t, ctas, a.inter);
+        const int64_t bytes = min(a.l2_lead_bytes, (feature_begin(t + 1, ctas, a.inter) - ft) * a.hidden * 2);
+        const char* gate_rows = reinterpret_cast<const char*>(a.w_gate_up + ft * a.hidden);
+        for (int64_t at = 0; at < bytes; at += 64 * 1024)
+          prefetch_l2_bulk(gate_rows + at, uint32_t(min(int64_t(64 * 1024), bytes - at)));
+      }
+    }
   }
   uint4 norm_w[kVecs];
   gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.hidden, norm_w);
@@ -512,9 +536,10 @@ size_t ring_smem_for(const NormMlpArgs& a) {
   return gemv_ring::Ring<kVecs, kGroup, kStages>::kBytes + smem_for(a);
 }
 
-template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
+template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false,
+          bool kLead = false>
 void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
-  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext, kFull, kTma, kWithO>;
+  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext, kFull, kTma, kWithO, kLead>;
   const size_t smem = ring_smem_for<kVecs, kGroup, kStages>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Default: every group the ring holds in flight before the PDL wait (prewait_rows counts rows, rounded up to
@@ -525,12 +550,12 @@ void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
 }
 
 // The ring kernel at the piece count the row needs (kGroup halves where a thread holds two pieces of a row).
-template <bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false>
+template <bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false, bool kLead = false>
 void launch_ring(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, kNext, kFull, kTma, kWithO>(a, stream);
+    launch_ring_shape<1, 8, 3, kNext, kFull, kTma, kWithO, kLead>(a, stream);
   else
-    launch_ring_shape<2, 4, 3, kNext, kFull, kTma, kWithO>(a, stream);
+    launch_ring_shape<2, 4, 3, kNext, kFull, kTma, kWithO, kLead>(a, stream);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -598,6 +623,17 @@ bool mlp_with_o_v7_supports(const NormMlpArgs& a) {
 
 void launch_mlp_with_o_v7(const NormMlpArgs& a, cudaStream_t stream) {
   launch_ring<false, true, false, true>(without_l2_prefetch(a), stream);
+}
+
+// v8_mlp_split_down_l2_lead: v5 whose first l2_lead_ctas CTAs pull the first l2_lead_bytes of every other CTA's rows
+// into L2 before the PDL wait (NormMlpArgs::l2_lead_ctas).
+bool mlp_split_down_v8_supports(const NormMlpArgs& a) {
+  return device_compute_major() >= 9 && mlp_split_down_v5_supports(a) && a.l2_lead_ctas >= 0 &&
+         a.l2_lead_ctas <= ctas_for(a) && a.l2_lead_bytes >= 0 && a.l2_lead_bytes % 16 == 0;
+}
+
+void launch_mlp_split_down_v8(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false, true, false, false, true>(without_l2_prefetch(a), stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).

@@ -106,6 +106,8 @@ void register_bench(CLI::App& app) {
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
+    int32_t mlp_l2_lead_ctas = -1;
+    std::optional<int64_t> mlp_l2_lead_kb;
     bool mlp_o_l2_prefetch = false;
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
@@ -175,6 +177,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-prewait-rows", o->mlp_prewait_rows,
                   "Tuning: weight rows a CTA of --mlp loads before the PDL wait (-1: the version's default)")
       ->check(CLI::Range(-1, 64));
+  cmd->add_option("--mlp-l2-lead-ctas", o->mlp_l2_lead_ctas,
+                  "Tuning, --mlp v8_mlp_split_down_l2_lead: CTAs that pull the other CTAs' first rows into L2 before "
+                  "the PDL wait (-1: the SMs the attention launch leaves free)")
+      ->check(CLI::Range(-1, 4096));
+  cmd->add_option("--mlp-l2-lead-kb", o->mlp_l2_lead_kb,
+                  "Tuning, --mlp v8_mlp_split_down_l2_lead: KB of each other CTA's rows they pull (default 192)")
+      ->check(CLI::Range(0, 65536));
   cmd->add_option("--mlp-l2-prefetch-mb", o->mlp_l2_prefetch_mb,
                   "MB of the next layer's QKV weights --mlp pulls into L2 at its tail (versions with a prefetch)")
       ->check(CLI::Range(0, 4096));
@@ -229,6 +238,8 @@ void register_bench(CLI::App& app) {
     options.mlp_trace = !o->mlp_trace.empty();
     if (o->mlp_delta_copies > 0) options.mlp_delta_copies = o->mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
+    options.mlp_l2_lead_ctas = o->mlp_l2_lead_ctas;
+    if (o->mlp_l2_lead_kb) options.mlp_l2_lead_bytes = *o->mlp_l2_lead_kb << 10;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -369,6 +380,8 @@ void register_bench(CLI::App& app) {
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
     j["mlp_delta_copies"] = options.mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;
+    if (options.mlp_l2_lead_ctas >= 0) j["mlp_l2_lead_ctas"] = options.mlp_l2_lead_ctas;
+    if (o->mlp_l2_lead_kb) j["mlp_l2_lead_kb"] = *o->mlp_l2_lead_kb;
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;

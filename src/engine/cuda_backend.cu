@@ -786,6 +786,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (o.mlp_trace)
         a.trace = m.mlp_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * m.mlp_trace_ctas *
                                                     kernels::kNormMlpTraceEvents;
+      // (v8) The CTAs resident long before the PDL release, on the SMs the attention launch leaves free, pull the
+      // first bytes of the other CTAs' rows into L2 while the attention runs.
+      a.l2_lead_ctas = o.mlp_l2_lead_ctas >= 0
+                           ? o.mlp_l2_lead_ctas
+                           : int32_t(std::max<int64_t>(0, kernels::device_sm_count() -
+                                                              kernels::qkv_attention_o_partials(H, c.num_kv_heads)));
+      a.l2_lead_bytes = o.mlp_l2_lead_bytes / 16 * 16;
       return a;
     };
     // v7 (NormMlpArgs::w_o): the o projection in the MLP's launch, behind the attention alone (qkv_attention, which

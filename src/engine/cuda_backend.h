@@ -76,7 +76,8 @@ struct EngineOptions {
   // vs 4.332 ms per step (off) at context 128, 4.292 vs 4.413 at 1024, 4.635 vs 4.730 at 8192; v3 (the next
   // layer's QKV in the same launch) 4.565 and v1 7.30 were slower (ITERATIONS.md session 6). v5 (every stage of
   // the ring in flight) beat v2 on four leases by 0.1-1.6% at 128 / 1024 / 8192 (session 8); v7 (the o projection
-  // in this launch, the attention alone before it) was 8-12% slower.
+  // in this launch, the attention alone before it) was 8-12% slower; v8 (v5 + the first CTAs pulling the others'
+  // first rows into L2 during the attention) 1-2% slower (session 9).
   std::string decode_mlp = "v5_mlp_split_down_full_ring";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
@@ -91,6 +92,10 @@ struct EngineOptions {
   // Bytes of the next layer's QKV weights the MLP pulls into L2 at its tail (versions with NormMlpArgs::l2_prefetch;
   // capped at the weights' size).
   int64_t mlp_l2_prefetch_bytes = int64_t(64) << 20;
+  // v8_mlp_split_down_l2_lead only: CTAs that pull other CTAs' first rows into L2 before the PDL wait
+  // (NormMlpArgs::l2_lead_ctas; -1: the SMs qkv_attention_o leaves free), and how many bytes of each.
+  int32_t mlp_l2_lead_ctas = -1;
+  int64_t mlp_l2_lead_bytes = int64_t(192) << 10;
   // Profiling only: decode_mlp, and the QKV GEMV where it is v12, stamp %globaltimer at fixed points of every CTA
   // of every layer (mlp_trace(), qkv_trace()).
   bool mlp_trace = false;

@@ -2336,10 +2336,14 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       args.ctas = c.ctas;
       args.prewait_rows = r.prewait_rows;
       args.delta_copies = r.delta_copies;
+      // (v8) two CTAs pull 48 KB + 16 bytes of every other CTA's rows into L2 first (a partial 64 KB prefetch, a
+      // block shorter than that where a CTA has few features): only a hint, the delta must be the same.
+      args.l2_lead_ctas = 2;
+      args.l2_lead_bytes = 48 * 1024 + 16;
       if (r.delta_copies > 1)
         check_delta_copies_support(versions, args, label, c.required,
                                    {"v2_mlp_split_down_ring", "v5_mlp_split_down_full_ring",
-                                    "v6_mlp_split_down_tma"});
+                                    "v6_mlp_split_down_tma", "v8_mlp_split_down_l2_lead"});
       const int64_t ctas = kernels::norm_mlp_ctas(args);
       runner.run(
           label, args,
