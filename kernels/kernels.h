@@ -174,6 +174,13 @@ struct QkvAttentionOArgs {
   // and writes zeros over the delta rows it read, so the next NormMlp launch finds the buffer zero.
   float* residual_delta = nullptr;
   int32_t delta_copies = 1;  // the delta is the sum of this many (hidden) copies (NormMlpArgs); all are zeroed
+  // v7 (v7_qkv_attention_o_mlp_lead) only: the next launch's MLP (NormMlpArgs of the same layer, mlp_ctas CTAs
+  // splitting mlp_inter features as it does). The CTAs without a split pull the first mlp_lead_bytes of each MLP
+  // CTA's rows (its gate rows) into L2 while the splits attend. nullptr / 0: none. PRECOND: % 16 == 0.
+  const bf16* mlp_w_gate_up = nullptr;  // (2 * mlp_inter, hidden)
+  int64_t mlp_inter = 0;
+  int32_t mlp_ctas = 0;
+  int64_t mlp_lead_bytes = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

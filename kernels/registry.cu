@@ -87,6 +87,8 @@ void launch_qkv_attention_o_v5(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v5_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v6(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v6_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v7(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v7_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -295,6 +297,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                        "memory into mma fragments, an online softmax a warp, no K/V ring or "
                                        "barrier in the loop (attention_warp.cuh, v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v6, qkv_attention_o_v6_supports},
+      {"v7_qkv_attention_o_mlp_lead", "v2 whose CTAs without a split pull the next MLP's first rows into L2 while "
+                                      "the splits attend (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v7, qkv_attention_o_v7_supports},
   };
   return v;
 }

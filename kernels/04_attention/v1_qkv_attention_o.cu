@@ -1,6 +1,6 @@
 // v1_qkv_attention_o, v2_qkv_attention_o_head_merge (the default), v3_qkv_attention_o_short_chain,
-// v4_qkv_attention_o_grouped, v5_qkv_attention_o_mma and v6_qkv_attention_o_warp_keys: the decode attention and
-// the o projection (with its residual add) in one launch, batch 1.
+// v4_qkv_attention_o_grouped, v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys and v7_qkv_attention_o_mlp_lead:
+// the decode attention and the o projection (with its residual add) in one launch, batch 1.
 //
 // Why: in the chain, the fused attention (v12) is a ~8 us dependent chain per layer while HBM idles (qkv read,
 // QK-norm/RoPE, K/V tiles, merge), and the o GEMV behind it can only start its first loads under PDL; together
@@ -43,6 +43,10 @@
 // chunks from global memory into mma fragments, an online softmax a warp); its smaller shared-memory layout stages
 // 15 o rows instead of 7 at context 8192. Measured (ITERATIONS.md session 9): 0.996x / 0.999x / 0.991x of v2 at
 // 8192 / 1024 / 128; with v2's 7 staged rows (--attention-o-smem-kb 96) 0.987x at 8192.
+// v7 (kMlpLead): v2 whose CTAs without a split pull the next MLP launch's first rows into L2 during the chain, when
+// HBM idles. Measured (session 9): 0.965x / 0.985x / 0.940x of v2 at context 128 with 192 / 96 / 384 KB of each
+// MLP CTA's rows, 0.996x at 1024; the trace: the chain from the wait to the last split 11.6 us (v2 ~9) although
+// the attending CTAs issue none, and the MLP's CTAs waited as long as without it (3.7 us after the release).
 // PRECOND: tokens == 1; head_dim 64 or 128; q_heads / kv_heads <= 8; positions[0] < max_ctx; sm_90.
 
 #include <algorithm>
@@ -167,7 +171,7 @@ enum QkvAttentionOTraceEvent {
 // kHeadMerge (v2): the last split of each kv head merges that head's splits and writes its bf16 output to
 // attention.out; every CTA then reads those 8 KB (Qwen3-8B) instead of every split's fp32 partials (v1: 48 KB at
 // 3 splits a head, 256 KB at 16), one more counter round trip for far fewer bytes read by all CTAs at once.
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs>
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -446,6 +450,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (steps & 2) read_residual();
 
+  // v7: the CTAs without a split, idle until the heads are merged, pull the next MLP's first rows into L2 (HBM
+  // idles during the attention's chain): CTA j of them takes MLP CTAs j, j + free, ..., a lane per 64 KB.
+  if constexpr (kMlpLead) {
+    const int attending = splits * int(p.kv_heads);
+    if (cta >= attending && warp == 0 && a.mlp_w_gate_up != nullptr) {
+      const int free_ctas = int(gridDim.x) - attending;
+      constexpr int64_t kPiece = 64 * 1024;
+      int k = 0;  // this CTA's pieces so far: lane k % 32 issues piece k
+      for (int64_t t = cta - attending; t < a.mlp_ctas; t += free_ctas) {
+        const int64_t f0 = t * a.mlp_inter / a.mlp_ctas, f1 = (t + 1) * a.mlp_inter / a.mlp_ctas;
+        const int64_t bytes = min(a.mlp_lead_bytes, (f1 - f0) * a.hidden * 2);
+        const char* gate_rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + f0 * a.hidden);
+        for (int64_t at = 0; at < bytes; at += kPiece, ++k)
+          if (k % kWarpSize == lane) prefetch_l2_bulk(gate_rows + at, uint32_t(min(kPiece, bytes - at)));
+      }
+    }
+  }
+
   // 3. The attention output: v1 merges every head's splits here, in every CTA; v2 reads the heads' outputs the
   // last split of each kv head merged.
   if constexpr (kHeadMerge) {
@@ -675,9 +697,9 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
                     plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs);
 }
 
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs>
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs>;
+  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -690,21 +712,21 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
 
-template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs>
+template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
   }
 }
 
 // kOVecs: 0 (v1-v3), v4's 16-byte pieces of a w_o row per thread (2 up to q_dim 4096, 4 up to 8192), or -1 (v5:
 // the o rows on tensor cores).
-// kWarpKeys: v6's attention core (the kernel's kStages == 0).
-template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false>
+// kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
+template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys);
   if constexpr (kWarpKeys) {
@@ -713,9 +735,9 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -810,6 +832,18 @@ bool qkv_attention_o_v6_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v6(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, true>(a, stream);
+}
+
+// v7_qkv_attention_o_mlp_lead: v2 whose CTAs without a split pull the next MLP's first rows into L2 while the
+// splits attend (QkvAttentionOArgs::mlp_w_gate_up).
+bool qkv_attention_o_v7_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v2_supports(a) && a.mlp_inter >= 0 && a.mlp_ctas >= 0 && a.mlp_lead_bytes >= 0 &&
+         a.mlp_lead_bytes % 16 == 0 && (a.mlp_w_gate_up == nullptr || a.mlp_ctas > 0) &&
+         reinterpret_cast<uintptr_t>(a.mlp_w_gate_up) % 16 == 0;
+}
+
+void launch_qkv_attention_o_v7(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

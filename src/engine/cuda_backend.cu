@@ -753,6 +753,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_chain_steps};
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
+      // (v7) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
+      if (m.mlp) {
+        a.mlp_w_gate_up = L.w_gate_up;
+        a.mlp_inter = I;
+        a.mlp_ctas = int32_t(o.mlp_ctas > 0 ? o.mlp_ctas : kernels::device_sm_count());
+        a.mlp_lead_bytes = o.mlp_l2_lead_bytes / 16 * 16;
+      }
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;

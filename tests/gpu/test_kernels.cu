@@ -1277,6 +1277,12 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
     o_args.chain_steps = o_chain_steps;
+    // (v7) The CTAs without a split pull "MLP rows" into L2: w_o's bytes read as (2 * q_dim / 2, hidden) rows of 7
+    // CTAs, 4 KB + 16 of each (a hint only: the outputs must not change).
+    o_args.mlp_w_gate_up = as_bf16(w_o_d);
+    o_args.mlp_inter = c.q_heads * D / 2;
+    o_args.mlp_ctas = 7;
+    o_args.mlp_lead_bytes = 4096 + 16;
     std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
     if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
     const std::string o_label =
