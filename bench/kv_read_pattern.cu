@@ -78,8 +78,11 @@ float time_variant(const std::vector<const uint4*>& ks, const std::vector<const 
   const dim3 grid(unsigned(kv_heads * splits));
   BENCH_CHECK(cudaFuncSetAttribute(read_kv<kInFlight, kNoL1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    smem_bytes));
-  for (size_t l = 0; l < ks.size(); ++l)  // warm-up: every layer once
-    read_kv<kInFlight, kNoL1><<<grid, kThreads, size_t(smem_bytes)>>>(ks[l], vs[l], layout, kv_heads, keys, positions, sink);
+  const auto launch_layer = [&](size_t l) {
+    read_kv<kInFlight, kNoL1>
+        <<<grid, kThreads, size_t(smem_bytes)>>>(ks[l], vs[l], layout, kv_heads, keys, positions, sink);
+  };
+  for (size_t l = 0; l < ks.size(); ++l) launch_layer(l);  // warm-up: every layer once
   BENCH_CHECK(cudaGetLastError());
   std::vector<float> ms(static_cast<size_t>(repeat), 0.0f);
   cudaEvent_t start, stop;
@@ -87,8 +90,7 @@ float time_variant(const std::vector<const uint4*>& ks, const std::vector<const 
   BENCH_CHECK(cudaEventCreate(&stop));
   for (int r = 0; r < repeat; ++r) {
     BENCH_CHECK(cudaEventRecord(start));
-    for (size_t l = 0; l < ks.size(); ++l)
-      read_kv<kInFlight, kNoL1><<<grid, kThreads, size_t(smem_bytes)>>>(ks[l], vs[l], layout, kv_heads, keys, positions, sink);
+    for (size_t l = 0; l < ks.size(); ++l) launch_layer(l);
     BENCH_CHECK(cudaEventRecord(stop));
     BENCH_CHECK(cudaEventSynchronize(stop));
     BENCH_CHECK(cudaEventElapsedTime(ms.data() + r, start, stop));
@@ -141,9 +143,10 @@ int run(int argc, char** argv) {
                  {"contiguous per CTA", Layout::kContiguous}};
   const auto row = [&](const char* name, Layout layout, auto no_l1) {
     constexpr bool kNoL1 = decltype(no_l1)::value;
-    const float t4 = time_variant<4, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem_kb * 1024);
-    const float t16 = time_variant<16, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem_kb * 1024);
-    const float t32 = time_variant<32, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem_kb * 1024);
+    const int smem = smem_kb * 1024;
+    const float t4 = time_variant<4, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem);
+    const float t16 = time_variant<16, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem);
+    const float t32 = time_variant<32, kNoL1>(ks, vs, layout, kv_heads, splits, keys, positions, sink, repeat, smem);
     std::printf("%-24s %-9s 16 / 64 / 128 KB in flight a CTA: %6.2f / %6.2f / %6.2f us = %5.0f / %5.0f / %5.0f GB/s\n",
                 name, kNoL1 ? "no L1" : "via L1", t4 * 1e3, t16 * 1e3, t32 * 1e3, bytes / t4 / 1e6,
                 bytes / t16 / 1e6, bytes / t32 / 1e6);

@@ -226,7 +226,8 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
     for (int e = 0; e < 2; ++e) {
       const int head = tig * 2 + e;
       if (head < group)
-        *reinterpret_cast<float2*>(warp_out + (warp * group + head) * kHeadDim + dim) = make_float2(o[t][e], o[t][2 + e]);
+        *reinterpret_cast<float2*>(warp_out + (warp * group + head) * kHeadDim + dim) =
+            make_float2(o[t][e], o[t][2 + e]);
     }
   }
   __syncthreads();
