@@ -268,6 +268,11 @@ struct NormMlpArgs {
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
 int64_t norm_mlp_ctas(const NormMlpArgs& args);
+// The intermediate features of CTA c of a norm_mlp launch of `ctas` CTAs: [norm_mlp_feature_begin(c),
+// norm_mlp_feature_begin(c + 1)), contiguous blocks of near-equal size (qkv_attention_o v7 prefetches by it).
+__host__ __device__ inline int64_t norm_mlp_feature_begin(int64_t c, int64_t ctas, int64_t inter) {
+  return c * inter / ctas;
+}
 
 // out = inᵀ for a (rows, cols) bf16 matrix: a weight re-laid out once at load time.
 struct TransposeArgs {

@@ -44,7 +44,6 @@
 namespace qwen3::kernels::attention_warp {
 
 constexpr int kChunkKeys = 16;  // keys a warp takes at a time: two 8-key n-tiles of S, one k-step of P V
-constexpr int kMaxGroup = 8;    // q heads per kv head: the n of Oᵀ's mma, rows 0..7 of S's
 
 // Bytes of the shared memory a CTA's `warps` leave their partial results in (Smem::scratch).
 constexpr size_t scratch_bytes(int warps, int group, int head_dim) {
@@ -74,8 +73,9 @@ struct Chunk {
 // sm.new_kv instead of memory) against the group's q heads. `prepare()` runs after each warp's first chunk is
 // issued and must leave sm.q_s (and sm.new_kv for the owner) written; a barrier follows it, and one more before
 // the warps' results are merged into sm.partial / stat_max / stat_sum (complete on return, after a barrier).
-// PRECOND: blockDim.x == kThreads; 1 <= group <= kMaxGroup; head_dim 64 or 128; every thread calls it; K/V rows
-// [0, n_keys) other than new_key are not written during the call (they are read through the non-coherent path).
+// PRECOND: blockDim.x == kThreads; 1 <= group <= 8 (the n of Oᵀ's mma, rows 0-7 of S's); head_dim 64 or 128;
+// every thread calls it; K/V rows [0, n_keys) other than new_key are not written during the call (they are read
+// through the non-coherent path).
 template <int kHeadDim, int kThreads, class Prepare>
 __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, const bf16* v_rows, int64_t row_stride,
                                             int n_keys, int new_key, int group, float scale, Prepare&& prepare) {

@@ -459,8 +459,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr int64_t kPiece = 64 * 1024;
       int k = 0;  // this CTA's pieces so far: lane k % 32 issues piece k
       for (int64_t t = cta - attending; t < a.mlp_ctas; t += free_ctas) {
-        // MLP CTA t's features, split as v1_mlp_split_down.cu's feature_begin splits them.
-        const int64_t f0 = t * a.mlp_inter / a.mlp_ctas, f1 = (t + 1) * a.mlp_inter / a.mlp_ctas;
+        const int64_t f0 = norm_mlp_feature_begin(t, a.mlp_ctas, a.mlp_inter);
+        const int64_t f1 = norm_mlp_feature_begin(t + 1, a.mlp_ctas, a.mlp_inter);
         const int64_t bytes = min(a.mlp_lead_bytes, (f1 - f0) * a.hidden * 2);
         const char* gate_rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + f0 * a.hidden);
         for (int64_t at = 0; at < bytes; at += kPiece, ++k)

@@ -70,9 +70,10 @@ __device__ __forceinline__ void red_add_f32x4(float* p, const float (&v)[4]) {
 #endif
 }
 
-// Intermediate features [begin, end) of CTA c: contiguous blocks of near-equal size.
+// Intermediate features [begin, end) of CTA c: contiguous blocks of near-equal size (kernels.h's split, which
+// this file also uses for its o rows and next-layer rows).
 __host__ __device__ __forceinline__ int64_t feature_begin(int64_t c, int64_t ctas, int64_t inter) {
-  return c * inter / ctas;
+  return norm_mlp_feature_begin(c, ctas, inter);
 }
 
 __host__ __device__ __forceinline__ int64_t max_features(int64_t ctas, int64_t inter) {

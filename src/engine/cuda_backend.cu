@@ -231,7 +231,7 @@ struct CudaEngine::Impl {
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
   DeviceBuffer mlp_trace;   // (layers - 1, CTAs, kNormMlpTraceEvents) stamps, profiling only
   DeviceBuffer qkv_trace;   // (layers, SMs, kNormGemvTraceEvents) stamps of v12's QKV GEMV, profiling only
-  int64_t mlp_trace_ctas = 0;
+  int64_t mlp_ctas = 0;  // CTAs of the one-launch MLP (norm_mlp_ctas), where mlp is on
   DeviceBuffer attention_o_workspace;  // qkv_attention_o_workspace_floats() floats, its counters zeroed once
   DeviceBuffer attention_o_trace;      // (layers, CTAs, kQkvAttentionOTraceEvents) stamps, profiling only
   DeviceBuffer decode_layer_table;      // (layers) kernels::DecodeLayerWeights
@@ -384,11 +384,11 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaMemset(m.mlp_delta.as<void>(), 0, m.mlp_delta.bytes()));
     m.mlp_sync = DeviceBuffer(2 * sizeof(uint32_t));
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
+    kernels::NormMlpArgs probe{};
+    probe.ctas = options_.mlp_ctas;
+    m.mlp_ctas = kernels::norm_mlp_ctas(probe);
     if (options_.mlp_trace) {
-      kernels::NormMlpArgs probe{};
-      probe.ctas = options_.mlp_ctas;
-      m.mlp_trace_ctas = kernels::norm_mlp_ctas(probe);
-      m.mlp_trace = DeviceBuffer(size_t((c.num_layers - 1) * m.mlp_trace_ctas * kernels::kNormMlpTraceEvents) *
+      m.mlp_trace = DeviceBuffer(size_t((c.num_layers - 1) * m.mlp_ctas * kernels::kNormMlpTraceEvents) *
                                  sizeof(uint64_t));
       CUDA_CHECK(cudaMemset(m.mlp_trace.as<void>(), 0, m.mlp_trace.bytes()));
       m.qkv_trace = DeviceBuffer(size_t(c.num_layers * kernels::device_sm_count() * kernels::kNormGemvTraceEvents) *
@@ -757,7 +757,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (m.mlp) {
         a.mlp_w_gate_up = L.w_gate_up;
         a.mlp_inter = I;
-        a.mlp_ctas = int32_t(o.mlp_ctas > 0 ? o.mlp_ctas : kernels::device_sm_count());
+        a.mlp_ctas = int32_t(m.mlp_ctas);
         a.mlp_lead_bytes = o.mlp_l2_lead_bytes / 16 * 16;
       }
       if (o.attention_o_trace)
@@ -791,7 +791,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.l2_prefetch_bytes = std::min<int64_t>((QD + 2 * KVD) * H * 2, o.mlp_l2_prefetch_bytes) / 16 * 16;
       }
       if (o.mlp_trace)
-        a.trace = m.mlp_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * m.mlp_trace_ctas *
+        a.trace = m.mlp_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * m.mlp_ctas *
                                                     kernels::kNormMlpTraceEvents;
       // (v8) The CTAs resident long before the PDL release, on the SMs the attention launch leaves free, pull the
       // first bytes of the other CTAs' rows into L2 while the attention runs.
