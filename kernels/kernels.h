@@ -181,6 +181,16 @@ struct QkvAttentionOArgs {
   int64_t mlp_inter = 0;
   int32_t mlp_ctas = 0;
   int64_t mlp_lead_bytes = 0;
+  // v8 (v8_qkv_attention_o_wavefront) only: the QKV projection in the same launch, with its RMSNorm folded in as
+  // NormGemvArgs folds it: over bf16(residual + bf16(residual_delta)) where residual_delta is set, else over the
+  // residual with qkv_norm_partials / qkv_partial_count; eps is attention.prep.eps (Qwen3 has one rms_norm_eps).
+  // It writes qkv_out, which attention.prep.qkv must point at. w_qkv nullptr: qkv is given, as in v1-v7, which
+  // refuse args with w_qkv set (supports()).
+  const bf16* w_qkv = nullptr;            // ((q_heads + 2 * kv_heads) * head_dim, hidden)
+  const bf16* qkv_norm_weight = nullptr;  // (hidden): input_layernorm
+  const float* qkv_norm_partials = nullptr;  // (1, kMaxNormPartials) left by the producer of residual
+  int64_t qkv_partial_count = 0;
+  bf16* qkv_out = nullptr;  // (1, (q_heads + 2 * kv_heads) * head_dim)
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

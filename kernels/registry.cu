@@ -89,6 +89,8 @@ void launch_qkv_attention_o_v6(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v6_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v7(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v7_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v8(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v8_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -300,6 +302,11 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v7_qkv_attention_o_mlp_lead", "v2 whose CTAs without a split pull the next MLP's first rows into L2 while "
                                       "the splits attend (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v7, qkv_attention_o_v7_supports},
+      {"v8_qkv_attention_o_wavefront", "the QKV projection (RMSNorm folded in), the attention and the o projection "
+                                       "in one launch, kv head by kv head: a head's splits attend once its QKV "
+                                       "rows are counted in, a CTA multiplies a head's o columns once it is "
+                                       "merged, one ring streaming every CTA's rows (v8_qkv_attention_o_wavefront.cu)",
+       launch_qkv_attention_o_v8, qkv_attention_o_v8_supports},
   };
   return v;
 }

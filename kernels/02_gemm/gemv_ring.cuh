@@ -22,11 +22,12 @@ namespace qwen3::kernels::gemv_ring {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / kWarpSize;
 
-template <int kVecs, int kGroup, int kStages, int kInFlight = kStages - 1>
+// kBlock: the CTA's threads (qkv_attention_o v8 runs the ring with 256).
+template <int kVecs, int kGroup, int kStages, int kInFlight = kStages - 1, int kBlock = kThreads>
 struct Ring {
   static_assert(kStages >= 2, "one group multiplied, at least one in flight");
   static_assert(kInFlight == kStages - 1 || kInFlight == kStages, "groups in flight: kStages - 1 or every stage");
-  static constexpr int64_t kRowVecs = int64_t(kVecs) * kThreads;  // a row's slot, in 16-byte pieces
+  static constexpr int64_t kRowVecs = int64_t(kVecs) * kBlock;  // a row's slot, in 16-byte pieces
   static constexpr size_t kBytes = size_t(kStages) * kGroup * kRowVecs * 16;
 
   uint4* base;      // (kStages, kGroup, kRowVecs) in shared memory
@@ -47,7 +48,7 @@ struct Ring {
       const uint4* src = row_ptr(first + j);
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+        const int64_t col = threadIdx.x + int64_t(v) * kBlock;
         if (col < vecs) cp_async_16B_policy(s + j * kRowVecs + col, src + col, policy);
       }
     }
@@ -86,7 +87,7 @@ struct Ring {
     for (int j = 0; j < kGroup; ++j)
 #pragma unroll
       for (int v = 0; v < kVecs; ++v) {
-        const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+        const int64_t col = threadIdx.x + int64_t(v) * kBlock;
         w[j][v] = col < vecs && first + j < end ? s[j * kRowVecs + col] : make_uint4(0, 0, 0, 0);
       }
   }
@@ -125,23 +126,23 @@ __device__ __forceinline__ float dot_group(const uint4 (&w)[kGroup][kVecs], cons
 
 // This thread's 16-byte pieces of a norm weight (hidden bf16): loaded before the PDL wait (weights), so the norm
 // after it waits on one round trip less.
-template <int kVecs>
+template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void load_norm_weight(const bf16* norm_weight, int64_t hidden, uint4 (&w)[kVecs]) {
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
     w[v] = col < hidden / 8 ? reinterpret_cast<const uint4*>(norm_weight)[col] : make_uint4(0, 0, 0, 0);
   }
 }
 
 // x = bf16(w * bf16(h * inv_rms)) at this thread's columns, as gemv_fused::norm_prologue makes it; zeros past the
 // row.
-template <int kVecs>
+template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void scale_normed(const float (&h)[kVecs][8], const uint4 (&norm_w)[kVecs], float inv_rms,
                                              int64_t hidden, float (&x)[kVecs][8]) {
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[v][e] = 0.0f;
     if (col >= hidden / 8) continue;
@@ -155,7 +156,7 @@ __device__ __forceinline__ void scale_normed(const float (&h)[kVecs][8], const u
 // The normed input at this thread's columns (scale_normed), inv_rms from the producer's partial sums of squares
 // (every warp sums them in norm_prologue's order, so every CTA gets the same bits), norm_w this thread's pieces of
 // the norm weight (load_norm_weight).
-template <int kVecs>
+template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void normed_from_partials(const bf16* residual, const float* partials,
                                                      int64_t partial_count, const uint4 (&norm_w)[kVecs], float eps,
                                                      int64_t hidden, float (&x)[kVecs][8]) {
@@ -167,18 +168,18 @@ __device__ __forceinline__ void normed_from_partials(const bf16* residual, const
   float h[kVecs][8] = {};
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
     if (col < hidden / 8) bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h[v]);
   }
-  scale_normed<kVecs>(h, norm_w, inv_rms, hidden, x);
+  scale_normed<kVecs, kBlock>(h, norm_w, inv_rms, hidden, x);
 }
 
 // The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
 // sum of `copies` (hidden) vectors one after the other (NormMlpArgs::delta_copies), summed in order: the CTA sums
 // h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in
 // v3_mlp_qkv_next other CTAs of the same launch wrote it. PRECOND: every thread of the CTA calls it
-// (two barriers); warp_sq holds kWarps floats of shared memory.
-template <int kVecs>
+// (two barriers); warp_sq holds kBlock / 32 floats of shared memory.
+template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, int copies,
                                                   const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
                                                   float* warp_sq, float (&x)[kVecs][8]) {
@@ -187,7 +188,7 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
   float sq = 0.0f;
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
-    const int64_t col = threadIdx.x + int64_t(v) * kThreads;
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
 #pragma unroll
     for (int e = 0; e < 8; ++e) hn[v][e] = 0.0f;
     if (col >= hidden / 8) continue;
@@ -212,8 +213,8 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
   __syncthreads();
   float total = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
-  scale_normed<kVecs>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+  for (int w = 0; w < kBlock / kWarpSize; ++w) total += warp_sq[w];
+  scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
 }
 
 }  // namespace qwen3::kernels::gemv_ring

@@ -57,6 +57,7 @@
 #include "kernels/04_attention/attention_mma.cuh"
 #include "kernels/04_attention/attention_warp.cuh"
 #include "kernels/04_attention/qkv_attention.cuh"
+#include "kernels/04_attention/qkv_attention_o_plan.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
 #include "kernels/common/launch.cuh"
@@ -71,9 +72,7 @@ constexpr int kThreads = 256;
 [[maybe_unused]] constexpr int kWarps = kThreads / kWarpSize;  // unused in the sm_89 build (empty body)
 using attention_mma::kMaxGroup;
 using attention_mma::kTileKeys;
-constexpr int kMaxSplits = kWarpSize;     // splits per kv head are weighed one per lane
-constexpr int kDefaultKeysPerSplit = 64;  // one K tile and one V tile per split before more CTAs share the keys
-constexpr int kMaxKeysPerSplit = 2048;
+using namespace qkv_attention_o_plan;
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr size_t kStaticSmemSlack = 1024;  // the __shared__ variables of the kernel and its helpers
 // What a CTA takes by default, measured (H200, Qwen3-8B, context 128, ms per decode step): 64 KB 4.58, 96 KB 4.55,
@@ -82,29 +81,6 @@ constexpr size_t kStaticSmemSlack = 1024;  // the __shared__ variables of the ke
 constexpr size_t kDefaultSmem = 160 * 1024;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
-
-// The grid: one CTA per SM, ceil(hidden / SMs) rows each (at least kv_heads CTAs, one per kv head's first split).
-struct Grid {
-  int ctas, rows_per_cta;
-};
-
-Grid grid_for(int64_t hidden, int64_t kv_heads) {
-  const int64_t sms = device_sm_count();
-  const int64_t rows = (hidden + sms - 1) / sms;
-  return {int(std::max<int64_t>(kv_heads, (hidden + rows - 1) / rows)), int(rows)};
-}
-
-// Workspace, in 4-byte words: counters (v1: splits done; v2: heads merged; both: CTAs done reading, then v2's
-// splits done per kv head) padded to 16 bytes; the split statistics, (q_heads, max_splits) pairs (max, sum),
-// padded to 16 bytes; the split outputs, (q_heads, max_splits, head_dim) floats, unnormalized.
-__host__ __device__ inline int64_t counter_words(int64_t kv_heads) { return (2 + kv_heads + 3) / 4 * 4; }
-__host__ __device__ inline int64_t stats_words(int64_t q_heads, int64_t max_splits) {
-  return (q_heads * max_splits * 2 + 3) / 4 * 4;
-}
-
-int max_splits_for(const Grid& g, int64_t kv_heads) {
-  return int(std::min<int64_t>(kMaxSplits, g.ctas / kv_heads));
-}
 
 // Shared memory, byte offsets from the dynamic base.
 struct Layout {
@@ -763,7 +739,7 @@ bool supports(const QkvAttentionOArgs& a, bool warp_keys) {
   if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
   if (p.q_heads > kWarps * 8) return false;  // the merge's heads per warp
   if (a.hidden < 1 || a.workspace == nullptr || a.w_o == nullptr || a.residual == nullptr) return false;
-  if (a.delta_copies < 1) return false;
+  if (a.delta_copies < 1 || a.w_qkv != nullptr) return false;  // (v8 computes the QKV projection itself)
   if (a.attention.max_position < 0 || a.attention.max_position >= p.max_ctx) return false;
   if (a.keys_per_split < 0 || a.keys_per_split > kMaxKeysPerSplit || a.smem_bytes < 0) return false;
   if (a.ring_stages != 0 && a.ring_stages != 2 && a.ring_stages != 4 && a.ring_stages != 8) return false;

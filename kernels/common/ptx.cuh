@@ -83,6 +83,13 @@ __device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
   return v;
 }
 
+// *counter += value with release semantics at GPU scope: what this thread wrote before, and what the threads of its
+// CTA wrote before a barrier it passed with them, is visible to any thread that reads the new count with an
+// acquire (load_acquire_gpu). One thread's release instead of every thread's __threadfence (a fence.sc each).
+__device__ __forceinline__ void red_release_gpu_add(uint32_t* counter, uint32_t value) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(value) : "memory");
+}
+
 // The calling thread spins until *counter >= target. A counter that never gets there is a bug (or a grid that is
 // not all resident), not a state: trap after 2^24 polls (seconds) instead of hanging the GPU.
 __device__ __forceinline__ void spin_until_at_least(const uint32_t* counter, uint32_t target) {

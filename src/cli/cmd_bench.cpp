@@ -300,8 +300,13 @@ void register_bench(CLI::App& app) {
       t["events"] = kernels::kQkvAttentionOTraceEvents;
       t["prompt_len"] = o->prompt_len;
       t["attention_o"] = options.decode_attention_o;
-      t["event_names"] = {"start",  "issued",   "waited", "attended", "all_splits",
-                          "merged", "weights_in", "o_staged", "o_rows", "end"};
+      // v8 fills the same slots with its own points (WavefrontTraceEvent in v8_qkv_attention_o_wavefront.cu).
+      if (options.decode_attention_o.starts_with("v8_"))
+        t["event_names"] = {"start",    "issued",     "waited",    "normed", "qkv_done",
+                            "attended", "first_head", "last_head", "o_rows", "end"};
+      else
+        t["event_names"] = {"start",  "issued",   "waited", "attended", "all_splits",
+                            "merged", "weights_in", "o_staged", "o_rows", "end"};
       t["stamps_ns"] = stamps;
       std::ofstream file(o->attention_o_trace);
       if (!(file << t.dump() << "\n"))

@@ -734,10 +734,16 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         return;
       }
     }
+    // The QKV GEMV's bytes (its weights, input, output and the delta it norms over).
+    const auto qkv_norm_bytes = [&](const float* residual_delta) {
+      return 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)) +
+             (residual_delta ? 4.0 * double(o.mlp_delta_copies * rows * H) : 0.0);
+    };
     // The attention and the o projection in one launch where chosen and supported; returns false where the caller
-    // runs them as two.
+    // runs them as two. with_qkv: the QKV GEMV too (v8_qkv_attention_o_wavefront), false where the chosen version
+    // does not take it (the caller then launches the QKV GEMV and asks again without).
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
-                                       int64_t& partial_count, float* residual_delta) {
+                                       int64_t& partial_count, float* residual_delta, bool with_qkv) {
       if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
       const int64_t ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
       kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
@@ -763,11 +769,20 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (o.attention_o_trace)
         a.trace = m.attention_o_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * ctas *
                                                           kernels::kQkvAttentionOTraceEvents;
+      if (with_qkv) {
+        a.w_qkv = L.wqkv;
+        a.qkv_norm_weight = L.input_norm;
+        a.qkv_norm_partials = norm_partials;  // (read before this launch writes its own partials there)
+        a.qkv_partial_count = partial_count;
+        a.qkv_out = m.qkv.as<bf16>();
+      }
       if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
+      if (with_qkv && !m.attention_o->supports) return false;  // (a version that cannot say it takes the QKV)
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
       // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
       m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD) +
-                                     (residual_delta ? 8.0 * double(o.mlp_delta_copies * H) : 0.0));
+                                     (residual_delta ? 8.0 * double(o.mlp_delta_copies * H) : 0.0) +
+                                     (with_qkv ? qkv_norm_bytes(residual_delta) : 0.0));
       partial_count = ctas;
       return true;
     };
@@ -836,7 +851,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       const LayerDevice& L = m.layers[l];
       bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
       bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+      bool attention_o_ran = false;  // the attention and the o projection ran as one launch
       if (!qkv_ready) {  // (else the previous layer's MLP launch computed this layer's QKV)
+        // v8: the QKV GEMV in the attention's launch, where the chosen version takes it.
+        if (!mlp_with_o)
+          attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count, pending_delta, true);
+      }
+      if (!qkv_ready && !attention_o_ran) {
         if (kept("gemm_qkv_norm")) {
           kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
                                   QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
@@ -847,8 +868,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                                        kernels::kNormGemvTraceEvents;
           launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
         }
-        m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)) +
-                                     (pending_delta ? 4.0 * double(o.mlp_delta_copies * rows * H) : 0.0));
+        m.count("gemm_qkv_norm", qkv_norm_bytes(pending_delta));
       }
       qkv_ready = false;
       if (mlp_with_o && l + 1 < m.layers.size()) {
@@ -861,8 +881,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         pending_delta = m.mlp_delta.as<float>();
         continue;
       }
-      // true: the attention and the o projection ran as one launch
-      const bool attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count, pending_delta);
+      if (!attention_o_ran)
+        attention_o_ran = fused_attention_o(L, k_cache, v_cache, partials, partial_count, pending_delta, false);
       if (pending_delta && !attention_o_ran)
         throw std::logic_error("run_layers: the MLP's delta was left without qkv_attention_o to add it");
       pending_delta = nullptr;

@@ -2038,6 +2038,145 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   }
 }
 
+// v8_qkv_attention_o_wavefront with the QKV projection in its launch (QkvAttentionOArgs::w_qkv): qkv_out within
+// the norm GEMV's oracle bound (NormGemvMatchesReference's with partials, NormGemvWithResidualDelta's with a
+// delta), and every other output bit-identical to v8 run again on that qkv given (w_qkv nullptr), the form
+// QkvAttentionODecode checks against the oracle: attention.out, the caches, the residual, the norm partials, the
+// delta left zero, the counters left zero. Shapes: Qwen3-8B's at three contexts (one split a head, several, all
+// CTAs), both norm inputs (the layer-0 partials, the MLP's delta), and smaller GQA shapes.
+TEST_F(GpuTest, QkvAttentionOWithQkvProjection) {
+  const auto& v8 = kernels::find_version(kernels::qkv_attention_o_versions(), "v8_qkv_attention_o_wavefront");
+  struct Case {
+    std::string name;
+    int64_t q_heads, kv_heads, head_dim, hidden;
+    int32_t position;
+    int32_t delta_copies;  // 0: the norm over the residual with partials (layer 0)
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b ctx=129 delta", kQHeads, kKvHeads, kHeadDim, kHidden, 128, 4},
+      {"qwen3-8b ctx=1 partials", kQHeads, kKvHeads, kHeadDim, kHidden, 0, 0},
+      {"qwen3-8b ctx=8192 delta", kQHeads, kKvHeads, kHeadDim, kHidden, 8191, 4},
+      {"qwen3-8b ctx=1000 partials", kQHeads, kKvHeads, kHeadDim, kHidden, 999, 0},
+      {"gqa=2 head_dim=64 hidden=1024 ctx=700 delta", 16, 8, 64, 1024, 699, 1},
+      {"gqa=4 kv_heads=1 hidden=128 ctx=40 delta", 4, 1, 128, 128, 39, 4},
+  };
+  for (const Case& c : cases) {
+    const std::string label = "qkv_attention_o with qkv " + c.name;
+    const uint64_t seed = case_seed(label);
+    const int64_t D = c.head_dim, H = c.hidden, QD = c.q_heads * D, KVD = c.kv_heads * D, width = QD + 2 * KVD;
+    const int64_t max_ctx = c.position + 65;
+    // The norm's input and its oracle (normed bit-exact; with a delta, dev bounds the inv_rms slack).
+    std::vector<uint16_t> residual, norm_weight, normed;
+    std::vector<float> delta, dev(size_t(H), 0.0f), partials;
+    if (c.delta_copies > 0) {
+      const DeltaNormInputs in = make_delta_norm_inputs(label, 1, H, c.delta_copies);
+      residual = in.residual, norm_weight = in.weight, normed = in.normed, dev = in.dev;
+      delta = delta_buffer(in, 1, H);
+    } else {
+      const NormInputs in = make_norm_inputs(label, 1, H);
+      residual = in.residual, norm_weight = in.weight, normed = in.normed;
+      partials = norm_partials(in.sum_sq, 1, kPartialLayouts[0].count, false, seed);
+    }
+    const auto w_qkv = random_bf16(size_t(width * H), ref::mix_seed(seed, 1), -0.05f, 0.05f);
+    std::vector<float> exact(static_cast<size_t>(width)), abs_sum(exact.size());
+    const std::vector<int64_t> rows = {0};
+    ref::gemm(normed.data(), w_qkv.data(), width, H, rows, exact.data(), abs_sum.data());
+    const std::vector<double> moved = moved_by_dev(dev, w_qkv, 1, width, H);
+    const auto q_norm = random_bf16(size_t(D), ref::mix_seed(seed, 2), 0.5f, 1.5f);
+    const auto k_norm = random_bf16(size_t(D), ref::mix_seed(seed, 3), 0.5f, 1.5f);
+    const auto k_cache = random_bf16(size_t(max_ctx * KVD), ref::mix_seed(seed, 4), -1.5f, 1.5f);
+    const auto v_cache = random_bf16(size_t(max_ctx * KVD), ref::mix_seed(seed, 5), -4.0f, 4.0f);
+    const auto w_o = random_bf16(size_t(H * QD), ref::mix_seed(seed, 6), -0.05f, 0.05f);
+
+    const auto w_qkv_d = to_device(w_qkv), norm_weight_d = to_device(norm_weight), w_o_d = to_device(w_o);
+    const auto q_norm_d = to_device(q_norm), k_norm_d = to_device(k_norm);
+    const auto inv_freq_d = to_device(make_inv_freq(D, 1e6));
+    const auto positions_d = to_device(std::vector<int32_t>{c.position});
+    const auto in_partials_d = to_device(partials.empty() ? std::vector<float>(1, 0.0f) : partials);
+    DeviceArray<uint16_t> qkv_d{size_t(width)}, q_scratch_d{size_t(QD)}, out_d{size_t(QD)}, residual_d{size_t(H)};
+    DeviceArray<uint16_t> k_d{k_cache.size()}, v_d{v_cache.size()};
+    DeviceArray<float> delta_d{delta.size()}, partials_d{size_t(kernels::kMaxNormPartials)};
+    const int64_t workspace_floats = kernels::qkv_attention_o_workspace_floats(H, c.q_heads, c.kv_heads, D);
+    const int64_t counter_bytes = kernels::qkv_attention_o_counter_bytes(H, c.kv_heads);
+    DeviceArray<float> workspace_d{size_t(workspace_floats)};
+    CUDA_OK(cudaMemset(workspace_d.get(), 0, size_t(counter_bytes)));
+    kernels::QkvAttentionOArgs args{
+        {{as_bf16(qkv_d), as_bf16(q_norm_d), as_bf16(k_norm_d), as_bf16(q_scratch_d), as_bf16(k_d), as_bf16(v_d),
+          positions_d.get(), nullptr, inv_freq_d.get(), 1.0f, kEps, 1, c.q_heads, c.kv_heads, D, max_ctx},
+         as_bf16(out_d), c.position, 1.0f / std::sqrt(float(D)), nullptr},
+        as_bf16(w_o_d), as_bf16(residual_d), partials_d.get(), H, workspace_d.get()};
+    args.residual_delta = c.delta_copies > 0 ? delta_d.get() : nullptr;
+    args.delta_copies = std::max(c.delta_copies, 1);
+    args.w_qkv = as_bf16(w_qkv_d);
+    args.qkv_norm_weight = as_bf16(norm_weight_d);
+    args.qkv_norm_partials = in_partials_d.get();
+    args.qkv_partial_count = kPartialLayouts[0].count;
+    args.qkv_out = as_bf16(qkv_d);
+    if (!v8.supports(args)) {
+      std::printf("[ SKIPPED ] %s: v8_qkv_attention_o_wavefront does not run here (sm_90 only)\n", label.c_str());
+      continue;
+    }
+    kernels::QkvAttentionOArgs given = args;  // the same launch on the qkv the first one wrote
+    given.w_qkv = nullptr;
+    EXPECT_TRUE(v8.supports(given)) << label;
+    for (const auto& version : kernels::qkv_attention_o_versions())
+      if (&version != &v8 && version.supports)
+        EXPECT_FALSE(version.supports(args))
+            << label << " | " << version.name << " has no QKV projection: it must refuse";
+    struct Outputs {
+      std::vector<uint16_t> qkv, out, residual, k, v;
+      std::vector<float> partials, delta;
+      std::vector<uint32_t> counters;
+    };
+    const auto run = [&](const kernels::QkvAttentionOArgs& a, const std::vector<uint16_t>* qkv_in) {
+      if (qkv_in) qkv_d.upload(*qkv_in); else qkv_d.poison();
+      out_d.poison();
+      q_scratch_d.poison();
+      partials_d.poison();
+      residual_d.upload(residual);
+      delta_d.upload(delta);
+      k_d.upload(k_cache);
+      v_d.upload(v_cache);
+      CUDA_OK(cudaMemsetAsync(reinterpret_cast<char*>(workspace_d.get()) + counter_bytes, 0xFF,
+                              size_t(workspace_floats * 4 - counter_bytes), test_stream()));
+      v8.launch(a, test_stream());
+      CUDA_OK(cudaGetLastError());
+      Outputs o{qkv_d.download(), out_d.download(), residual_d.download(), k_d.download(), v_d.download(),
+                partials_d.download(), delta_d.download(), std::vector<uint32_t>(size_t(counter_bytes / 4))};
+      CUDA_OK(cudaMemcpy(o.counters.data(), workspace_d.get(), size_t(counter_bytes), cudaMemcpyDeviceToHost));
+      return o;
+    };
+    // The default and v8's steps (QkvAttentionOArgs::chain_steps: 1 per-head counts, 3 early splits, 4 bulk copies).
+    for (const int32_t steps : {-1, 1, 3, 4}) {
+      const std::string run_label = label + " chain_steps=" + str(steps);
+      kernels::QkvAttentionOArgs stepped = args;
+      stepped.chain_steps = steps;
+      const Outputs fused = run(stepped, nullptr);
+      Check check("qkv_out");
+      for (int64_t j = 0; j < width; ++j) {
+        const double e = exact[size_t(j)];
+        check.near(j, fused.qkv[size_t(j)], e,
+                   kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(j)] + moved[size_t(j)]);
+      }
+      expect_ok(check, run_label, kGemmFrobenius);
+      const Outputs apart = run(given, &fused.qkv);
+      EXPECT_EQ(fused.qkv, apart.qkv) << run_label << " | qkv given must stay as it is";
+      EXPECT_EQ(fused.out, apart.out) << run_label << " | attention.out differs from the qkv-given launch";
+      EXPECT_EQ(fused.residual, apart.residual) << run_label << " | residual differs from the qkv-given launch";
+      EXPECT_EQ(fused.k, apart.k) << run_label << " | k_cache differs from the qkv-given launch";
+      EXPECT_EQ(fused.v, apart.v) << run_label << " | v_cache differs from the qkv-given launch";
+      const int64_t count = kernels::qkv_attention_o_partials(H, c.kv_heads);
+      EXPECT_EQ(std::memcmp(fused.partials.data(), apart.partials.data(), size_t(count) * 4), 0)
+          << run_label << " | norm partials differ from the qkv-given launch";
+      EXPECT_EQ(std::count(fused.delta.begin(), fused.delta.end(), 0.0f), int64_t(fused.delta.size()))
+          << run_label << " | residual_delta not left zero";
+      EXPECT_EQ(std::count(fused.counters.begin(), fused.counters.end(), 0u), int64_t(fused.counters.size()))
+          << run_label << " | workspace counters not left zero";
+      EXPECT_NE(fused.residual, residual) << run_label << " | the residual was not updated";
+    }
+  }
+}
+
 // The bounds of GateUpSwigluMatchesReference (g and u rounded from anywhere within 2^-18 sum |x w| of the
 // exact sums; two bf16 ulps for expf and the product) from the exact gate|up products: exact, abs_sum (rows,
 // 2 * inter) -> center, spread (rows, inter).
