@@ -117,6 +117,8 @@ void launch_gemv_norm_v13(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v13_supports(const NormGemvArgs&);
 void launch_gemv_norm_v14(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v14_supports(const NormGemvArgs&);
+void launch_gemv_norm_v15(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v15_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -365,6 +367,9 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
       {"v14_gemv_norm_ring_tma", "v13 whose groups before the PDL wait are TMA bulk copies (sm_90), so the norm's "
                                  "loads after the wait do not queue behind 192 KB of cp.async (v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v14, gemv_norm_v14_supports},
+      {"v15_gemv_norm_ring_256t", "v12 with 256 threads a CTA, twice the pieces a thread (diagnostic: the 8 warps "
+                                  "of qkv_attention_o v8; v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v15, gemv_norm_v15_supports},
   };
   return v;
 }

@@ -41,13 +41,15 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
 // kFull (v13, v14): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
 // issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
 // (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
-template <int kVecs, int kGroup, bool kFull, bool kTma>
-__global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
+// kBlock: the CTA's threads (v15: 256, the 8 warps qkv_attention_o v8 streams with; else 512).
+template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads>
+__global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
-  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight>;
+  constexpr int kBlockWarps = kBlock / kWarpSize;
+  using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight, kBlock>;
   __shared__ uint64_t prologue_bars[kStages];  // kTma: one per group issued before the wait
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ float warp_sq[kWarps];
+  __shared__ float warp_sq[kBlockWarps];
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
       issue(g);
   }
   uint4 norm_w[kVecs];
-  gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.k, norm_w);
+  gemv_ring::load_norm_weight<kVecs, kBlock>(a.norm_weight, a.k, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
   stamp(a.trace, kTraceWaited);
   // v12: none left (every group in flight before the wait). v13: the ring's last stage once the norm's loads are
@@ -81,10 +83,11 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
       if (g >= prewait_groups) issue(g);
   float x[kVecs][8];
   if (a.residual_delta != nullptr)
-    gemv_ring::normed_with_delta<kVecs>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k, warp_sq,
-                                        x);
+    gemv_ring::normed_with_delta<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k,
+                                                warp_sq, x);
   else
-    gemv_ring::normed_from_partials<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.k, x);
+    gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.k,
+                                                   x);
   stamp(a.trace, kTraceNormed);
   if (kFull)
     for (int g = 0; g < kInFlight; ++g)
@@ -105,18 +108,19 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_kernel(NormGemvArg
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < rows; i += kThreads) {
+  for (int64_t i = threadIdx.x; i < rows; i += kBlock) {
     float y = 0.0f;
-    for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
+    for (int w = 0; w < kBlockWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
     a.y[row0 + i] = __float2bfloat16_rn(y);
   }
   stamp(a.trace, kTraceEnd);
 }
 
-template <int kVecs, int kGroup>
+template <int kVecs, int kGroup, int kBlock = kThreads>
 size_t smem_for(const NormGemvArgs& a) {
   const int64_t ctas = device_sm_count();
-  return gemv_ring::Ring<kVecs, kGroup, kStages>::kBytes + size_t(kWarps * ((a.n + ctas - 1) / ctas)) * sizeof(float);
+  return gemv_ring::Ring<kVecs, kGroup, kStages, kStages - 1, kBlock>::kBytes +
+         size_t(kBlock / kWarpSize * ((a.n + ctas - 1) / ctas)) * sizeof(float);
 }
 
 size_t ring_smem_for(const NormGemvArgs& a) { return a.k / 8 <= kThreads ? smem_for<1, 8>(a) : smem_for<2, 4>(a); }
@@ -129,15 +133,15 @@ bool ring_supports(const NormGemvArgs& a) {
          ring_smem_for(a) <= size_t(device_optin_smem_bytes());
 }
 
-template <int kVecs, int kGroup, bool kFull, bool kTma>
+template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads>
 void launch_ring(const NormGemvArgs& a, cudaStream_t stream) {
-  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup, kFull, kTma>;
-  const size_t smem = smem_for<kVecs, kGroup>(a);
+  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup, kFull, kTma, kBlock>;
+  const size_t smem = smem_for<kVecs, kGroup, kBlock>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group the ring holds in flight is issued before the PDL wait: the CTA becomes resident only as the
   // kernel before it (the MLP, a whole SM a CTA) leaves its SM, so these copies fill that kernel's tail.
   // v13 (kFull): the same two groups before the wait, the third after the norm; v14: all three before (TMA).
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kTma ? kStages : kStages - 1);
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kBlock), smem, stream, a, kTma ? kStages : kStages - 1);
 }
 
 template <bool kFull, bool kTma = false>
@@ -170,6 +174,18 @@ bool gemv_norm_v14_supports(const NormGemvArgs& a) {
 void launch_gemv_norm_v14(const NormGemvArgs& a, cudaStream_t stream) {
   if (device_compute_major() < 9) return launch_gemv_norm_v10(a, stream);
   launch_ring_or_v10<true, true>(a, stream);
+}
+
+// v15_gemv_norm_ring_256t (diagnostic): v12 with 256 threads a CTA (the 8 warps of qkv_attention_o v8, whose QKV
+// rows streamed at half v12's rate, ITERATIONS.md session 10): each thread copies and multiplies twice the pieces,
+// the same 64 KB stages. Shapes past hidden 4096 (or where the ring does not fit): v10.
+bool gemv_norm_v15_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v15(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!ring_supports(a) || a.k / 8 > 2 * 256 || smem_for<2, 8, 256>(a) > size_t(device_optin_smem_bytes()))
+    return launch_gemv_norm_v10(a, stream);
+  launch_ring<2, 8, false, false, 256>(a, stream);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwen3::kernels

@@ -29,9 +29,10 @@
 //    their attention output, multiply the staged columns. Then the residual update as v2 makes it (the delta
 //    folded in and zeroed) and the norm partial.
 // Measured (H200, Qwen3-8B, ITERATIONS.md session 10): slower than v2 and the QKV GEMV v12 as two launches, 4.932
-// vs 4.324 ms a step at context 128, 5.034 vs 4.445 at 1024, 5.368 vs 4.829 at 8192. A CTA that attends stops streaming, so the early
-// splits ran the heads one after another (1.47x); and at 8 warps an SM the streamed rows are multiplied at ~20-25
-// GB/s an SM (traced), below HBM's ~34: the QKV rows take ~20 us here, ~9 in v12's 16-warp CTAs.
+// vs 4.324 ms a step at context 128, 5.034 vs 4.445 at 1024, 5.368 vs 4.829 at 8192. A CTA that attends stops
+// streaming, so the early splits ran the heads one after another (1.47x); and the QKV rows take ~20 us here
+// against ~9 in v12 (traced), not because of the 256 threads (v12 with 256 streams them in ~9), the row order or
+// the copy instructions (each tried): why is open.
 // The counters are zero between launches: the last CTA to finish resets them.
 // PRECOND: tokens == 1; head_dim 64 or 128; q_heads / kv_heads <= 8; positions[0] < max_ctx; sm_90.
 #include <cuda_runtime.h>
@@ -70,7 +71,10 @@ constexpr int kMaxOPieces = 16;      // 16-byte pieces of one kv head's o column
 // columns of one kv head, each), completing on an mbarrier a stage, instead of every thread's cp.async.
 // kStageStamps (diagnostic, with a trace): the trace's slots 5-8 stamp when QKV stages 0, 2, 4 had landed and when
 // stage 4 was multiplied, instead of their events.
-[[maybe_unused]] constexpr int kHeadCounts = 1, kEarlySplits = 2, kBulkCopies = 4, kStageStamps = 8;
+// kContiguousRows (diagnostic; clears kHeadCounts and kEarlySplits): each CTA's QKV rows one contiguous block, as
+// v12 splits them, counted in for every head at once when all are done.
+[[maybe_unused]] constexpr int kHeadCounts = 1, kEarlySplits = 2, kBulkCopies = 4, kStageStamps = 8,
+                               kContiguousRows = 16;
 [[maybe_unused]] constexpr int kDefaultSteps = 0;
 constexpr size_t kMaxSmem = 227 * 1024 - 1024;  // (1 KB for the kernel's static shared memory)
 
@@ -226,8 +230,10 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   stamp(kTraceStart);
   if (trace != nullptr && threadIdx.x == 0) trace[cta * kQkvAttentionOTraceEvents + kTraceAttended] = 0;
   // (An early split waits for a count the CTAs give only with kHeadCounts.)
-  const int steps = (a.chain_steps < 0 ? kDefaultSteps : a.chain_steps) |
-                    (a.chain_steps > 0 && (a.chain_steps & kEarlySplits) ? kHeadCounts : 0);
+  const int requested = a.chain_steps < 0 ? kDefaultSteps : a.chain_steps;
+  const int steps = requested & kContiguousRows ? requested & ~(kHeadCounts | kEarlySplits)
+                                                : requested | (requested & kEarlySplits ? kHeadCounts : 0);
+  const bool contiguous = steps & kContiguousRows;
   const bool bulk = steps & kBulkCopies;
   __shared__ uint64_t stage_bars[kStages];  // kBulkCopies: stage s completes on stage_bars[s % kStages]
   if (threadIdx.x == 0) {
@@ -248,12 +254,21 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   const int64_t head_rows = int64_t(group + 2) * kHeadDim;  // QKV rows of one kv head: its q heads, k, v
   const int64_t r0 = int64_t(cta) * head_rows / ctas;       // this CTA's first row of each head
   const int per_head = with_qkv ? int((int64_t(cta) + 1) * head_rows / ctas - r0) : 0;
-  const int qkv_rows = per_head * kv_heads;
+  const int64_t all_rows = head_rows * kv_heads;  // kContiguousRows: this CTA's block of them
+  const int64_t block0 = int64_t(cta) * all_rows / ctas;
+  const int qkv_rows = !with_qkv ? 0 : contiguous ? int((int64_t(cta) + 1) * all_rows / ctas - block0)
+                                                  : per_head * kv_heads;
+  // The CTA's rows of its first `heads` kv heads (kContiguousRows: all of them or none).
+  const auto rows_of = [&](int heads) { return contiguous ? (heads == kv_heads ? qkv_rows : 0) : heads * per_head; };
   const int qkv_stages = (qkv_rows + kGroup - 1) / kGroup;
   // This CTA's QKV row i (head i / per_head) as a row of w_qkv and of qkv, a table in shared memory: computed in
   // the copies' issue loop, its 64-bit divisions cost ~4% of the step (ITERATIONS.md session 10).
   int32_t* row_table = reinterpret_cast<int32_t*>(smem + l.rows);  // (qkv_rows)
   for (int i = threadIdx.x; i < qkv_rows; i += kThreads) {
+    if (contiguous) {
+      row_table[i] = int(block0) + i;
+      continue;
+    }
     const int g = i / per_head, r = int(r0) + i % per_head;
     row_table[i] = r < group * kHeadDim         ? g * group * kHeadDim + r
                    : r < (group + 1) * kHeadDim ? int(q_dim) + g * kHeadDim + (r - group * kHeadDim)
@@ -375,10 +390,12 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   float* dots = reinterpret_cast<float*>(smem + l.dots);  // (kWarps, qkv_rows_max)
   int heads_counted = 0;
   const auto count_heads = [&](int rows_done) {
-    const int done = per_head == 0 ? kv_heads : min(kv_heads, rows_done / per_head);
+    const int done = contiguous ? (rows_done == qkv_rows ? kv_heads : 0)
+                     : per_head == 0 ? kv_heads
+                                     : min(kv_heads, rows_done / per_head);
     if (done == heads_counted) return;
     __syncthreads();  // every warp's sums of those rows are in dots
-    for (int i = heads_counted * per_head + int(threadIdx.x); i < done * per_head; i += kThreads) {
+    for (int i = rows_of(heads_counted) + int(threadIdx.x); i < rows_of(done); i += kThreads) {
       float y = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) y += dots[w * pr.qkv_rows_max + i];  // a fixed order
@@ -551,7 +568,9 @@ bool plan_for(const QkvAttentionOArgs& a, Plan& plan) {
   const int64_t slice_pieces = int64_t(pr.o_rows_per_cta) * row_pieces;
   pr.heads_per_stage = int(std::min<int64_t>(p.kv_heads, kStagePieces / slice_pieces));
   const int64_t head_rows = (p.q_heads / p.kv_heads + 2) * p.head_dim;
-  pr.qkv_rows_max = int((head_rows + plan.ctas - 1) / plan.ctas * p.kv_heads);
+  // (kContiguousRows: a block of ceil(all rows / CTAs))
+  pr.qkv_rows_max = int(std::max((head_rows + plan.ctas - 1) / plan.ctas * p.kv_heads,
+                                 (head_rows * p.kv_heads + plan.ctas - 1) / plan.ctas));
   // All CTAs resident at once, a split at least per kv head, each thread's o pieces within kMaxOPieces.
   if (grid.ctas > plan.ctas || pr.max_splits < 1 || grid.ctas > kMaxNormPartials || pr.heads_per_stage < 1 ||
       (slice_pieces + kThreads - 1) / kThreads > kMaxOPieces)

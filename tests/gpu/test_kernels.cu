@@ -1956,7 +1956,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const auto& v9 = kernels::find_version(versions, "v9_gemv_norm_tma");
   const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
                                                      "v12_gemv_norm_ring", "v13_gemv_norm_ring_full",
-                                                     "v14_gemv_norm_ring_tma"};
+                                                     "v14_gemv_norm_ring_tma", "v15_gemv_norm_ring_256t"};
   struct Case {
     std::string name;
     int64_t n, k;
@@ -2146,8 +2146,9 @@ TEST_F(GpuTest, QkvAttentionOWithQkvProjection) {
       CUDA_OK(cudaMemcpy(o.counters.data(), workspace_d.get(), size_t(counter_bytes), cudaMemcpyDeviceToHost));
       return o;
     };
-    // The default and v8's steps (QkvAttentionOArgs::chain_steps: 1 per-head counts, 3 early splits, 4 bulk copies).
-    for (const int32_t steps : {-1, 1, 3, 4}) {
+    // The default and v8's steps (QkvAttentionOArgs::chain_steps: 1 per-head counts, 3 early splits, 4 bulk copies,
+    // 16 contiguous rows).
+    for (const int32_t steps : {-1, 1, 3, 4, 16}) {
       const std::string run_label = label + " chain_steps=" + str(steps);
       kernels::QkvAttentionOArgs stepped = args;
       stepped.chain_steps = steps;
