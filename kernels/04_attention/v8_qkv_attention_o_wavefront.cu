@@ -32,7 +32,8 @@
 // vs 4.324 ms a step at context 128, 5.034 vs 4.445 at 1024, 5.368 vs 4.829 at 8192. A CTA that attends stops
 // streaming, so the early splits ran the heads one after another (1.47x); and the QKV rows take ~20 us here
 // against ~9 in v12 (traced), not because of the 256 threads (v12 with 256 streams them in ~9), the row order or
-// the copy instructions (each tried): why is open.
+// the copy instructions (each tried). Nsight Compute points at instruction fetch: this kernel's loops are compiled
+// scattered over tens of KB of code (v12's within 6 KB), and fetch is their top stall.
 // The counters are zero between launches: the last CTA to finish resets them.
 // PRECOND: tokens == 1; head_dim 64 or 128; q_heads / kv_heads <= 8; positions[0] < max_ctx; sm_90.
 #include <cuda_runtime.h>
