@@ -28,9 +28,9 @@
 //  - Its o rows: wait for the heads' marks (by default all at once; with kEarlySplits a head at a time), read
 //    their attention output, multiply the staged columns. Then the residual update as v2 makes it (the delta
 //    folded in and zeroed) and the norm partial.
-// Measured (H200, Qwen3-8B, ITERATIONS.md session 10): slower than v2 and the QKV GEMV v12 as two launches, 4.932
-// vs 4.324 ms a step at context 128, 5.034 vs 4.445 at 1024, 5.368 vs 4.829 at 8192. A CTA that attends stops
-// streaming, so the early splits ran the heads one after another (1.47x); and the QKV rows take ~20 us here
+// Measured (H200, Qwen3-8B, ITERATIONS.md session 10): slower than v2 and the QKV GEMV v12 as two launches, 4.771
+// vs 4.326 ms a step at context 128 (5.254 at 8192; 4.932 before the compact instance). A CTA that attends stops
+// streaming, so the early splits ran the heads one after another (1.47x); and the QKV rows take ~17-22 us here
 // against ~9 in v12 (traced), not because of the 256 threads (v12 with 256 streams them in ~9), the row order or
 // the copy instructions (each tried). Nsight Compute points at instruction fetch: this kernel's loops are compiled
 // scattered over tens of KB of code (v12's within 6 KB), and fetch is their top stall.
@@ -208,7 +208,10 @@ __device__ __forceinline__ void attend_split(const QkNormRopeCacheArgs& p, float
   if (threadIdx.x == 0) red_release_gpu_add(heads_merged + g, 1u);
 }
 
-template <int kHeadDim, int kVecs>
+// kGeneral: the instance with the diagnostic modes (kBulkCopies, kStageStamps, kContiguousRows) and o slices of any
+// width; the other assumes row_pieces divides the block and compiles the diagnostics out, so its loops carry less
+// code (instruction fetch was their top stall, ITERATIONS.md session 10).
+template <int kHeadDim, int kVecs, bool kGeneral>
 __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArgs a, Params pr, Layout l) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kGroup = kGroupRows<kVecs>;
@@ -223,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   const int64_t q_dim = p.q_heads * kHeadDim, hidden = a.hidden;
   const int head_cols = group * kHeadDim;  // o columns of one kv head
   uint64_t* trace = cta < pr.o_ctas ? a.trace : nullptr;
-  const bool stage_stamps = a.chain_steps > 0 && (a.chain_steps & kStageStamps);
+  const bool stage_stamps = kGeneral && a.chain_steps > 0 && (a.chain_steps & kStageStamps);
   const auto stamp = [&](int event, bool diagnostic = false) {
     if (trace != nullptr && threadIdx.x == 0 && (diagnostic || !stage_stamps || event < 5 || event > 8))
       trace[cta * kQkvAttentionOTraceEvents + event] = global_timer_ns();
@@ -234,8 +237,8 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   const int requested = a.chain_steps < 0 ? kDefaultSteps : a.chain_steps;
   const int steps = requested & kContiguousRows ? requested & ~(kHeadCounts | kEarlySplits)
                                                 : requested | (requested & kEarlySplits ? kHeadCounts : 0);
-  const bool contiguous = steps & kContiguousRows;
-  const bool bulk = steps & kBulkCopies;
+  const bool contiguous = kGeneral && (steps & kContiguousRows);
+  const bool bulk = kGeneral && (steps & kBulkCopies);
   __shared__ uint64_t stage_bars[kStages];  // kBulkCopies: stage s completes on stage_bars[s % kStages]
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) mbarrier_init(&stage_bars[i], 1);
@@ -286,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
   // This thread's o pieces j (piece threadIdx.x + j * kThreads of a head's slice: row piece / row_pieces, column
   // piece % row_pieces): their offsets from the head's first column of the CTA's first row. Where row_pieces
   // divides the block, every piece of a thread is in the same column (one x piece for all).
-  const bool one_column = kThreads % row_pieces == 0;
+  const bool one_column = !kGeneral || kThreads % row_pieces == 0;
   const int my_column = int(threadIdx.x) % row_pieces;
   const auto o_piece_offset = [&](int j) {
     const int piece = int(threadIdx.x) + j * kThreads;
@@ -582,9 +585,9 @@ bool plan_for(const QkvAttentionOArgs& a, Plan& plan) {
   return plan.layout.bytes <= kMaxSmem && plan.layout.bytes <= size_t(device_optin_smem_bytes()) - 1024;
 }
 
-template <int kHeadDim, int kVecs>
+template <int kHeadDim, int kVecs, bool kGeneral>
 void launch_plan(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  constexpr auto kernel = wavefront_kernel<kHeadDim, kVecs>;
+  constexpr auto kernel = wavefront_kernel<kHeadDim, kVecs, kGeneral>;
   static std::atomic<bool> configured{false};  // set once to the most any shape asks for
   if (!configured.load()) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)));
@@ -593,14 +596,22 @@ void launch_plan(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stre
   launch(kernel, dim3(unsigned(plan.ctas)), dim3(kThreads), plan.layout.bytes, stream, a, plan.params, plan.layout);
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kGeneral>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.vecs == 1)
-    launch_plan<kHeadDim, 1>(a, plan, stream);
+    launch_plan<kHeadDim, 1, kGeneral>(a, plan, stream);
   else if (plan.vecs == 2)
-    launch_plan<kHeadDim, 2>(a, plan, stream);
+    launch_plan<kHeadDim, 2, kGeneral>(a, plan, stream);
   else
-    launch_plan<kHeadDim, 4>(a, plan, stream);
+    launch_plan<kHeadDim, 4, kGeneral>(a, plan, stream);
+}
+
+template <bool kGeneral>
+void launch_general(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
+  if (a.attention.prep.head_dim == 128)
+    launch_head_dim<128, kGeneral>(a, plan, stream);
+  else
+    launch_head_dim<64, kGeneral>(a, plan, stream);
 }
 
 }  // namespace
@@ -613,10 +624,12 @@ bool qkv_attention_o_v8_supports(const QkvAttentionOArgs& a) {
 void launch_qkv_attention_o_v8(const QkvAttentionOArgs& a, cudaStream_t stream) {
   Plan plan;
   if (!plan_for(a, plan)) throw std::invalid_argument("v8_qkv_attention_o_wavefront: unsupported args");
-  if (a.attention.prep.head_dim == 128)
-    launch_head_dim<128>(a, plan, stream);
+  const int64_t row_pieces = a.attention.prep.q_heads / a.attention.prep.kv_heads * a.attention.prep.head_dim / 8;
+  const bool diagnostics = a.chain_steps > 0 && (a.chain_steps & (kBulkCopies | kStageStamps | kContiguousRows));
+  if (diagnostics || kThreads % row_pieces != 0)
+    launch_general<true>(a, plan, stream);
   else
-    launch_head_dim<64>(a, plan, stream);
+    launch_general<false>(a, plan, stream);
   CUDA_CHECK_LAUNCH();
 }
 

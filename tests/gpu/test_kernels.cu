@@ -1413,6 +1413,7 @@ TEST_F(GpuTest, QkvAttentionODecode) {
       {"new key dominates ctx=200", kQHeads, kKvHeads, kHeadDim, {199}, {}, 1, 1100, true, -1, true},
       {"gqa=1", 8, 8, 128, {999}, {1}, 2, 1100},
       {"gqa=8 (qwen3-32b)", 64, 8, 128, {300}, {}, 1, 1100},
+      {"gqa=5 (qwen3-14b)", 40, 8, 128, {300}, {}, 1, 1100},
       {"gqa=2 head_dim=64 (qwen3-0.6b-like)", 16, 8, 64, {1500}, {}, 1, 2100},
   };
   for (const QkvAttentionCase& c : cases) run_qkv_attention_case(unused, c, &runner, kHidden);
@@ -2059,6 +2060,8 @@ TEST_F(GpuTest, QkvAttentionOWithQkvProjection) {
       {"qwen3-8b ctx=1000 partials", kQHeads, kKvHeads, kHeadDim, kHidden, 999, 0},
       {"gqa=2 head_dim=64 hidden=1024 ctx=700 delta", 16, 8, 64, 1024, 699, 1},
       {"gqa=4 kv_heads=1 hidden=128 ctx=40 delta", 4, 1, 128, 128, 39, 4},
+      // (a kv head's o columns, 80 pieces, do not divide the block: v8's general instance)
+      {"gqa=5 (qwen3-14b) hidden=5120 ctx=300 delta", 40, 8, 128, 5120, 299, 4},
   };
   for (const Case& c : cases) {
     const std::string label = "qkv_attention_o with qkv " + c.name;
