@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/common/dtype.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/reduce.cuh"
 
@@ -38,6 +39,21 @@ __host__ __device__ inline int64_t stats_words(int64_t q_heads, int64_t max_spli
 
 inline int max_splits_for(const Grid& g, int64_t kv_heads) {
   return int(std::min<int64_t>(kMaxSplits, g.ctas / kv_heads));
+}
+
+// Residual row `row` with the MLP's delta folded in as transformers rounds it, bf16(h + bf16(Σ copies)), the
+// delta_copies copies (each `hidden` floats) summed in order and then zeroed for the next MLP launch.
+// residual_delta nullptr: the row as it is. PRECOND: no other thread reads or writes this row's delta meanwhile.
+__device__ __forceinline__ bf16 residual_with_delta(const bf16* residual, float* residual_delta, int delta_copies,
+                                                    int64_t hidden, int64_t row) {
+  bf16 h = residual[row];
+  if (residual_delta != nullptr) {
+    float delta = 0.0f;
+    for (int j = 0; j < delta_copies; ++j) delta += residual_delta[j * hidden + row];
+    h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
+    for (int j = 0; j < delta_copies; ++j) residual_delta[j * hidden + row] = 0.0f;
+  }
+  return h;
 }
 
 }  // namespace qwen3::kernels::qkv_attention_o_plan

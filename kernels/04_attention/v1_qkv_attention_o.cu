@@ -242,16 +242,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // With a delta (the previous layer's MLP, v1_mlp_split_down), it is added first, rounded as the chain's down
   // GEMV adds its output, and zeroed for the next MLP launch: the QKV GEMV, its other reader, is done.
   const auto read_residual = [&] {
-    for (int i = threadIdx.x; i < rows; i += kThreads) {
-      bf16 h = a.residual[row0 + i];
-      if (a.residual_delta != nullptr) {
-        float delta = 0.0f;  // the sum of the copies, in order
-        for (int j = 0; j < a.delta_copies; ++j) delta += a.residual_delta[j * a.hidden + row0 + i];
-        h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
-        for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * a.hidden + row0 + i] = 0.0f;
-      }
-      residual_s[i] = h;
-    }
+    for (int i = threadIdx.x; i < rows; i += kThreads)
+      residual_s[i] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
+                                                                a.hidden, row0 + i);
   };
   if (!(steps & 2)) read_residual();
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to

@@ -180,9 +180,7 @@ __device__ __forceinline__ void attend_split(const QkNormRopeCacheArgs& p, float
   __shared__ int last_split;
   __syncthreads();  // the split's values and statistics are written (then released with its count)
   if (threadIdx.x == 0) {
-    uint32_t before;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(splits_done + g) : "memory");
-    last_split = before + 1 == uint32_t(splits);
+    last_split = atom_acq_rel_gpu_add(splits_done + g, 1) + 1 == uint32_t(splits);
   }
   __syncthreads();  // (the last split's thread 0 acquired every other split's writes; the barrier passes them on)
   if (!last_split) return;
@@ -498,15 +496,10 @@ __global__ void __launch_bounds__(kThreads, 1) wavefront_kernel(QkvAttentionOArg
       for (int c = lane; c < row_pieces; c += kWarpSize) y += sums[i * row_pieces + c];
       y = warp_sum(y);
       if (lane == 0) {
-        bf16 h = a.residual[o_row0 + i];
-        if (a.residual_delta != nullptr) {
-          float delta = 0.0f;  // the sum of the copies, in order
-          for (int j = 0; j < a.delta_copies; ++j) delta += a.residual_delta[j * hidden + o_row0 + i];
-          h = __float2bfloat16_rn(__bfloat162float(h) + bf16_round(delta));
-          // Zeroed for the next MLP launch: every CTA normed the delta before it counted its QKV rows in, and
-          // this CTA has seen every head merged.
-          for (int j = 0; j < a.delta_copies; ++j) a.residual_delta[j * hidden + o_row0 + i] = 0.0f;
-        }
+        // The delta zeroed for the next MLP launch: every CTA normed it before it counted its QKV rows in, and
+        // this CTA has seen every head merged.
+        const bf16 h = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
+                                                                 hidden, o_row0 + i);
         const float updated = bf16_round(__bfloat162float(h) + bf16_round(y));
         a.residual[o_row0 + i] = __float2bfloat16_rn(updated);
         sq += updated * updated;

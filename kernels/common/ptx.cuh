@@ -90,6 +90,14 @@ __device__ __forceinline__ void red_release_gpu_add(uint32_t* counter, uint32_t 
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(counter), "r"(value) : "memory");
 }
 
+// *counter += value with acquire and release semantics at GPU scope; returns the count before. The thread that sees
+// the last count acquires what every earlier adder released (e.g. the last split of a head merges the others').
+__device__ __forceinline__ uint32_t atom_acq_rel_gpu_add(uint32_t* counter, uint32_t value) {
+  uint32_t before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(before) : "l"(counter), "r"(value) : "memory");
+  return before;
+}
+
 // The calling thread spins until *counter >= target. A counter that never gets there is a bug (or a grid that is
 // not all resident), not a state: trap after 2^24 polls (seconds) instead of hanging the GPU.
 __device__ __forceinline__ void spin_until_at_least(const uint32_t* counter, uint32_t target) {
