@@ -105,6 +105,8 @@ void register_bench(CLI::App& app) {
             attention_o_chain_steps = -1;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
+    std::string l2_persist;
+    int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
     int32_t mlp_l2_lead_ctas = -1;
     std::optional<int64_t> mlp_l2_lead_kb;
@@ -193,6 +195,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-trace", o->mlp_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --mlp to this JSON file "
                   "(bench/attention_o_trace.py summarizes it)");
+  cmd->add_option("--l2-persist", o->l2_persist,
+                  "L2 persistence for what each step reads again: off, norms (every RMSNorm weight) or kv (the KV "
+                  "cache) (default: off)")
+      ->check(CLI::IsMember({"off", "norms", "kv"}));
+  cmd->add_option("--l2-persist-mb", o->l2_persist_mb,
+                  "MB of L2 set aside for --l2-persist's lines (0: the device's maximum; capped at the window)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
@@ -240,6 +249,8 @@ void register_bench(CLI::App& app) {
     if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
     options.mlp_l2_lead_ctas = o->mlp_l2_lead_ctas;
     if (o->mlp_l2_lead_kb) options.mlp_l2_lead_bytes = *o->mlp_l2_lead_kb << 10;
+    if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
+    options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
@@ -392,6 +403,13 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;
     if (options.attention_o_ring_stages > 0) j["attention_o_stages"] = options.attention_o_ring_stages;
     if (options.attention_o_chain_steps >= 0) j["attention_o_chain_steps"] = options.attention_o_chain_steps;
+    if (options.l2_persist != "off") {
+      const CudaEngine::L2Persistence l2 = engine->l2_persistence();
+      j["l2_persist"] = options.l2_persist;
+      j["l2_window_bytes"] = l2.window_bytes;
+      j["l2_set_aside_bytes"] = l2.set_aside_bytes;
+      j["l2_hit_ratio"] = l2.hit_ratio;
+    }
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");

@@ -195,9 +195,16 @@ struct CudaEngine::Impl {
   std::vector<LayerDevice> layers;
   int64_t decode_weight_bytes = 0;
   int64_t layer_weight_bytes = 0;  // one layer's weights, norms included
+  size_t norm_weight_bytes = 0;    // every RMSNorm weight: the first bytes of `weights` (WeightLayout)
 
-  DeviceBuffer k_cache, v_cache;  // (layers, slots, context, kv_heads, head_dim)
+  // K then V, each (layers, slots, context, kv_heads, head_dim): one range, for EngineOptions::l2_persist "kv".
+  DeviceBuffer kv_cache;
   int64_t layer_cache_elems = 0;
+  bf16* k_cache() const { return kv_cache.as<bf16>(); }
+  bf16* v_cache() const { return kv_cache.as<bf16>() + kv_cache.bytes() / 2 / sizeof(bf16); }
+  // The L2 access-policy window of every launch and graph kernel node (num_bytes 0: none; EngineOptions::l2_persist).
+  cudaAccessPolicyWindow l2_window{};
+  size_t l2_set_aside = 0;
   DeviceBuffer inv_freq;          // (head_dim / 2) fp32
   float attention_factor = 1.0f;
 
@@ -307,6 +314,9 @@ void CudaEngine::prepare(const EngineOptions& options) {
   if (cuda_device_count() == 0) throw InputError("no CUDA device is available");
   options_ = options;
   if (options_.max_batch < 1 || options_.max_batch > 8) throw InputError("max batch must be in [1, 8]");
+  if (options_.l2_persist != "off" && options_.l2_persist != "norms" && options_.l2_persist != "kv")
+    throw InputError("l2_persist must be off, norms or kv, got \"" + options_.l2_persist + "\"");
+  if (options_.l2_persist_bytes < 0) throw InputError("l2_persist_bytes must be >= 0");
   context_ = options_.context > 0 ? std::min(options_.context, c.max_position_embeddings)
                                   : std::min<int64_t>(c.max_position_embeddings, 16384);
   lengths_.assign(size_t(options_.max_batch), 0);
@@ -317,6 +327,56 @@ void CudaEngine::prepare(const EngineOptions& options) {
   m.slot_params.assign(size_t(options_.max_batch), SamplingParams{});
   m.slot_has_penalties.assign(size_t(options_.max_batch), false);
 }
+
+namespace {
+
+// EngineOptions::l2_persist: the access-policy window over the norm block or the KV cache, set on the stream for
+// eager launches (apply_l2_window puts it on the graphs' kernel nodes). The set-aside is the device's maximum
+// persisting L2 size, capped at the window; where the window is larger, a random hitRatio = set-aside / window of
+// its lines persist. Lines outside the window, and the rest of it, keep the normal policy.
+void set_up_l2_persistence(CudaEngine::Impl& m, const std::string& what, int64_t set_aside_cap) {
+  if (what == "off") return;
+  void* base = what == "norms" ? m.weights.as<void>() : m.kv_cache.as<void>();
+  size_t bytes = what == "norms" ? m.norm_weight_bytes : m.kv_cache.bytes();
+  int device = 0, max_persisting = 0, max_window = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_persisting, cudaDevAttrMaxPersistingL2CacheSize, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device));
+  if (max_persisting <= 0 || max_window <= 0)
+    throw InputError("l2_persist: this GPU has no persisting L2 set-aside (sm_80 or later)");
+  bytes = std::min(bytes, size_t(max_window));
+  size_t set_aside = std::min(bytes, size_t(max_persisting));
+  if (set_aside_cap > 0) set_aside = std::min(set_aside, size_t(set_aside_cap));
+  CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set_aside));
+  CUDA_CHECK(cudaDeviceGetLimit(&set_aside, cudaLimitPersistingL2CacheSize));  // as the driver rounded it
+  m.l2_set_aside = set_aside;
+  m.l2_window.base_ptr = base;
+  m.l2_window.num_bytes = bytes;
+  m.l2_window.hitRatio = float(std::min(1.0, double(set_aside) / double(bytes)));
+  m.l2_window.hitProp = cudaAccessPropertyPersisting;
+  m.l2_window.missProp = cudaAccessPropertyNormal;
+  cudaStreamAttrValue value{};
+  value.accessPolicyWindow = m.l2_window;
+  CUDA_CHECK(cudaStreamSetAttribute(m.stream, cudaStreamAttributeAccessPolicyWindow, &value));
+}
+
+// Every kernel node of a captured graph gets the window explicitly, whatever the capture recorded of the stream's.
+void apply_l2_window(cudaGraph_t graph, const cudaAccessPolicyWindow& window) {
+  size_t count = 0;
+  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  cudaKernelNodeAttrValue value{};
+  value.accessPolicyWindow = window;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type{};
+    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type == cudaGraphNodeTypeKernel)
+      CUDA_CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &value));
+  }
+}
+
+}  // namespace
 
 void CudaEngine::init() {
   const ModelConfig& c = config_;
@@ -396,8 +456,8 @@ void CudaEngine::init() {
       CUDA_CHECK(cudaMemset(m.qkv_trace.as<void>(), 0, m.qkv_trace.bytes()));
     }
   }
-  m.k_cache = DeviceBuffer(cache_bytes);
-  m.v_cache = DeviceBuffer(cache_bytes);
+  m.kv_cache = DeviceBuffer(2 * cache_bytes);
+  set_up_l2_persistence(m, options_.l2_persist, options_.l2_persist_bytes);
   auto bf16_buffer = [](int64_t elems) { return DeviceBuffer(size_t(elems) * sizeof(bf16)); };
   m.h = bf16_buffer(m.rows * H);
   m.x = bf16_buffer(m.rows * H);
@@ -487,9 +547,10 @@ void CudaEngine::init() {
 
 namespace {
 
-// Device layout of all weights: one allocation, every tensor 256-byte aligned.
+// Device layout of all weights: one allocation, every tensor 256-byte aligned. Every RMSNorm weight comes first,
+// in one block [0, norms_end), so that one L2 access-policy window covers them (EngineOptions::l2_persist).
 struct WeightLayout {
-  size_t embed = 0, final_norm = 0, lm_head = 0, total = 0;
+  size_t embed = 0, final_norm = 0, lm_head = 0, norms_end = 0, total = 0;
   struct Layer {
     size_t input_norm, post_norm, q_norm, k_norm, wqkv, wo, w_gate_up, w_down;
   };
@@ -505,20 +566,22 @@ WeightLayout plan_weights(const ModelConfig& c) {
     offset += align_up(size_t(elems) * sizeof(bf16));
     return at;
   };
-  w.embed = take(V * H);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    WeightLayout::Layer L{};
+  w.layers.resize(size_t(c.num_layers));
+  for (WeightLayout::Layer& L : w.layers) {
     L.input_norm = take(H);
     L.post_norm = take(H);
     L.q_norm = take(c.head_dim);
     L.k_norm = take(c.head_dim);
+  }
+  w.final_norm = take(H);
+  w.norms_end = offset;
+  w.embed = take(V * H);
+  for (WeightLayout::Layer& L : w.layers) {
     L.wqkv = take((QD + 2 * KVD) * H);
     L.wo = take(H * QD);
     L.w_gate_up = take(2 * I * H);
     L.w_down = take(H * I);
-    w.layers.push_back(L);
   }
-  w.final_norm = take(H);
   w.lm_head = c.tie_word_embeddings ? w.embed : take(V * H);
   w.total = offset;
   return w;
@@ -568,6 +631,7 @@ CudaEngine::CudaEngine(const Checkpoint& checkpoint, const EngineOptions& option
   Impl& m = *impl_;
   const WeightLayout layout = plan_weights(config_);
   m.weights = allocate_weights(layout.total);
+  m.norm_weight_bytes = layout.norms_end;
   bind_layout(layout, m.weights, m.embed, m.final_norm, m.lm_head, m.layers);
   const int64_t H = config_.hidden_size, QD = config_.q_dim(), KVD = config_.kv_dim(), I = config_.intermediate_size;
   upload_tensor(w.embed, m.embed);
@@ -596,6 +660,7 @@ CudaEngine::CudaEngine(const ModelConfig& config, uint64_t seed, const EngineOpt
   Impl& m = *impl_;
   const WeightLayout layout = plan_weights(config_);
   m.weights = allocate_weights(layout.total);
+  m.norm_weight_bytes = layout.norms_end;
   bind_layout(layout, m.weights, m.embed, m.final_norm, m.lm_head, m.layers);
   const int64_t H = config_.hidden_size, QD = config_.q_dim(), KVD = config_.kv_dim(), I = config_.intermediate_size;
   const int64_t V = config_.vocab_size;
@@ -623,11 +688,20 @@ CudaEngine::CudaEngine(const ModelConfig& config, uint64_t seed, const EngineOpt
   init();
 }
 
+CudaEngine::L2Persistence CudaEngine::l2_persistence() const {
+  const Impl& m = *impl_;
+  return {int64_t(m.l2_window.num_bytes), int64_t(m.l2_set_aside), m.l2_window.hitRatio};
+}
+
 CudaEngine::~CudaEngine() {
   if (!impl_) return;
   if (impl_->stream) cudaStreamSynchronize(impl_->stream);  // a speculative step may still write pinned memory
   for (auto& [key, exec] : impl_->graphs) cudaGraphExecDestroy(exec);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
+  if (impl_->l2_window.num_bytes) {  // the set-aside and its persisting lines are the device's, not this engine's
+    cudaCtxResetPersistingL2Cache();
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+  }
 }
 
 namespace {
@@ -722,7 +796,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       // Every layer in one persistent launch where the version supports the shape and device.
       const kernels::DecodeLayersArgs a{m.decode_layer_table.as<kernels::DecodeLayerWeights>(),
                                         c.num_layers, H, c.num_heads, c.num_kv_heads, D, I, context,
-                                        h, m.qkv.as<bf16>(), attn, act, m.k_cache.as<bf16>(), m.v_cache.as<bf16>(),
+                                        h, m.qkv.as<bf16>(), attn, act, m.k_cache(), m.v_cache(),
                                         m.layer_cache_elems, positions, slots, m.inv_freq.as<float>(),
                                         m.attention_factor, eps, 1.0f / std::sqrt(float(D)), max_position,
                                         m.decode_layers_workspace.as<float>(), m.decode_layers_sync.as<uint32_t>()};
@@ -833,7 +907,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     };
     bool mlp_in_one_launch = false, mlp_runs_next_qkv = false, mlp_with_o = false;
     if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
-      const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache.as<bf16>(), m.v_cache.as<bf16>()),
+      const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache(), m.v_cache()),
                                          m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
                                          o.attention_o_keys_per_split, o.attention_o_smem_bytes,
                                          o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages,
@@ -849,8 +923,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     bool qkv_ready = false;          // the previous layer's MLP launch computed this layer's QKV (v3)
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
-      bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
-      bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+      bf16* k_cache = m.k_cache() + int64_t(l) * m.layer_cache_elems;
+      bf16* v_cache = m.v_cache() + int64_t(l) * m.layer_cache_elems;
       bool attention_o_ran = false;  // the attention and the o projection ran as one launch
       if (!qkv_ready) {  // (else the previous layer's MLP launch computed this layer's QKV)
         // v8: the QKV GEMV in the attention's launch, where the chosen version takes it.
@@ -929,8 +1003,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
 
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const LayerDevice& L = m.layers[l];
-    bf16* k_cache = m.k_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
-    bf16* v_cache = m.v_cache.as<bf16>() + int64_t(l) * m.layer_cache_elems;
+    bf16* k_cache = m.k_cache() + int64_t(l) * m.layer_cache_elems;
+    bf16* v_cache = m.v_cache() + int64_t(l) * m.layer_cache_elems;
     bool attended = false;  // the fused decode attention ran (QK-norm, RoPE, cache store and attention)
     if (o.fused) {
       if (l == 0) rmsnorm(h, L.input_norm, x, rows, H);  // later layers: the previous add_rmsnorm did it
@@ -1210,6 +1284,7 @@ void CudaEngine::enqueue_decode(int64_t batch, int64_t steps, int32_t* host_toke
       CUDA_CHECK(cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeThreadLocal));
       run_decode_step(batch, bucket - 1);
       CUDA_CHECK(cudaStreamEndCapture(m.stream, &graph));
+      if (m.l2_window.num_bytes) apply_l2_window(graph, m.l2_window);
       CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       CUDA_CHECK(cudaGraphDestroy(graph));
       it = m.graphs.emplace(key, exec).first;

@@ -110,6 +110,13 @@ struct EngineOptions {
   // Batch-1 decode fusions (at batch 2..8 the plain v2 GEMV + silu_mul + add_rmsnorm measured faster):
   bool fused_swiglu = true;  // SwiGLU in the gate|up GEMV's epilogue (v1_gate_up_swiglu)
   bool fold_norms = true;    // residual adds in the O/down GEMVs, RMSNorms in the QKV/gate|up GEMVs
+  // L2 persistence (cudaAccessPropertyPersisting) for what every decode step reads again: "off", "norms" (every
+  // RMSNorm weight, laid out as one block: 0.6 MB for Qwen3-8B) or "kv" (the KV cache, K and V as one range, its
+  // lines persisting at the hit ratio the device's set-aside allows). The window is set on the stream and on every
+  // kernel node of the captured graphs; the set-aside is l2_persist_bytes (0: the device's maximum), capped at the
+  // window.
+  std::string l2_persist = "off";
+  int64_t l2_persist_bytes = 0;
   bool cuda_graph = true;  // capture the decode step once per batch size (and context bucket) and replay it
   bool pdl = true;         // programmatic dependent launch (sm_90): kernels start while their predecessor drains
   bool speculative_decode = true;  // forward_and_sample launches the next step before returning a token
@@ -175,6 +182,12 @@ class CudaEngine final : public Backend {
   std::vector<uint64_t> mlp_trace() const;
   // The same for the QKV GEMV (v12): (layers, SMs, kNormGemvTraceEvents), zeros where another version ran.
   std::vector<uint64_t> qkv_trace() const;
+  // What EngineOptions::l2_persist set up (zeros when off): the window, the set-aside and the window's hit ratio.
+  struct L2Persistence {
+    int64_t window_bytes = 0, set_aside_bytes = 0;
+    float hit_ratio = 0.0f;
+  };
+  L2Persistence l2_persistence() const;
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
 

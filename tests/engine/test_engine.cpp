@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "engine/cuda_backend.h"
 #include "io/checkpoint.h"
 #include "kernels/registry.h"
@@ -174,6 +175,47 @@ TEST(EngineBatch, SlotsAreIndependent) {
   for (int64_t s = 0; s < 20; ++s)
     for (int64_t b = 0; b < 4; ++b) together[size_t(b)].push_back(steps[size_t(s * 4 + b)]);
   for (size_t b = 0; b < 4; ++b) EXPECT_EQ(together[b], alone[b]) << "slot " << b;
+}
+
+// L2 persistence is a cache policy only: the same tokens and the same logits bits with and without it.
+TEST(EngineL2Persist, SameBitsAsWithout) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
+  auto checkpoint = Checkpoint::open(kGoldenDir / "untied_gqa2_hd128");
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {40, 41, 42, 43, 44, 45, 46, 9, 300};
+  const auto run = [&](const std::string& l2_persist) {
+    EngineOptions options;
+    options.context = 256;
+    options.decode_mlp = "off";  // its fp32 reductions meet in no fixed order: the bits would vary run to run
+    options.l2_persist = l2_persist;
+    CudaEngine engine(*checkpoint, options);
+    engine.set_sampling(0, greedy);
+    std::vector<int32_t> tokens{engine.prefill(0, prompt)};
+    const auto rest = engine.decode(1, 40);  // graph replays: the window is on their kernel nodes
+    tokens.insert(tokens.end(), rest.begin(), rest.end());
+    return std::make_pair(tokens, engine.last_logits_hash(0));
+  };
+  const auto off = run("off");
+  for (const char* mode : {"norms", "kv"}) {
+    const auto with = run(mode);
+    EXPECT_EQ(with.first, off.first) << mode;
+    EXPECT_EQ(with.second, off.second) << mode;
+  }
+  {  // A set-aside below the window: a part of its lines persist.
+    EngineOptions options;
+    options.context = 256;
+    options.l2_persist = "kv";
+    options.l2_persist_bytes = 64 << 10;
+    CudaEngine engine(*checkpoint, options);
+    const CudaEngine::L2Persistence l2 = engine.l2_persistence();
+    EXPECT_GT(l2.set_aside_bytes, 0);  // 64 KB as the driver rounds it
+    EXPECT_EQ(l2.window_bytes, int64_t(2) * 2 * 256 * 2 * 128 * 2);  // K and V, 2 layers x 256 positions x 2 x 128
+    EXPECT_FLOAT_EQ(l2.hit_ratio, float(std::min(1.0, double(l2.set_aside_bytes) / double(l2.window_bytes))));
+  }
+  EngineOptions bad;
+  bad.l2_persist = "weights";
+  EXPECT_THROW(CudaEngine(*checkpoint, bad), InputError);
 }
 
 // Seeded sampling on the device repeats; the kept set respects top-k.
