@@ -272,6 +272,7 @@ struct NormMlpArgs {
   // v8 (v8_mlp_split_down_l2_lead) only: CTAs [0, l2_lead_ctas) pull the first l2_lead_bytes of each other CTA's
   // rows into L2 before their PDL wait. In the decode step they are the CTAs that find an SM long before the
   // release (the SMs qkv_attention_o leaves free), when HBM idles under the attention. PRECOND: % 16 == 0.
+  // v9 (v9_mlp_split_down_l2_first): every CTA pulls its own first l2_lead_bytes of rows (whole rows) into L2.
   int32_t l2_lead_ctas = 0;
   int64_t l2_lead_bytes = 0;
 };
@@ -337,6 +338,9 @@ struct NormGemvArgs {
   const float* residual_delta = nullptr;
   // The delta is the sum of this many (m, k) copies laid out one after the other (NormMlpArgs::delta_copies).
   int32_t delta_copies = 1;
+  // v16 (v16_gemv_norm_ring_l2_first) only: bytes of each CTA's first rows (whole rows) it pulls into L2 before the
+  // PDL wait, in place of v12's copies into its ring.
+  int64_t l2_first_bytes = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

@@ -119,6 +119,8 @@ void launch_gemv_norm_v14(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v14_supports(const NormGemvArgs&);
 void launch_gemv_norm_v15(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v15_supports(const NormGemvArgs&);
+void launch_gemv_norm_v16(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v16_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -141,6 +143,10 @@ void launch_mlp_with_o_v7(const NormMlpArgs&, cudaStream_t);
 bool mlp_with_o_v7_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v8(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v8_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v9(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v9_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v10(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v10_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -370,6 +376,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
       {"v15_gemv_norm_ring_256t", "v12 with 256 threads a CTA, twice the pieces a thread (diagnostic: the 8 warps "
                                   "of qkv_attention_o v8; v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v15, gemv_norm_v15_supports},
+      {"v16_gemv_norm_ring_l2_first", "v13 whose CTAs pull their first rows into L2 before the PDL wait instead of "
+                                      "into the ring, and send the norm's loads ahead of the ring's copies (sm_90; "
+                                      "elsewhere v12; v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v16, gemv_norm_v16_supports},
   };
   return v;
 }
@@ -427,6 +437,13 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                     "pull the first rows of every other CTA into L2 before the PDL wait "
                                     "(v1_mlp_split_down.cu)",
        launch_mlp_split_down_v8, mlp_split_down_v8_supports},
+      {"v9_mlp_split_down_l2_first", "v5 whose CTAs pull their own first rows into L2 before the PDL wait, not into "
+                                     "the ring, and send the norm's loads ahead of the ring's copies "
+                                     "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v9, mlp_split_down_v9_supports},
+      {"v10_mlp_split_down_lean", "v5's MLP (norm, gate|up, SwiGLU, down, reductions) in a kernel with nothing "
+                                  "else: no o, next-layer, TMA or L2-hint paths (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v10, mlp_split_down_v10_supports},
   };
   return v;
 }

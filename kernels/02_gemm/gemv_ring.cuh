@@ -174,6 +174,99 @@ __device__ __forceinline__ void normed_from_partials(const bf16* residual, const
   scale_normed<kVecs, kBlock>(h, norm_w, inv_rms, hidden, x);
 }
 
+// normed_from_partials with every load issued before between() runs and the arithmetic after it: a caller issues
+// its ring copies there, so the norm's loads are not queued behind them (v9_mlp_split_down_l2_first). The same sums
+// in the same order: the same bits. PRECOND: partial_count <= kPartialsPerLane * kWarpSize.
+constexpr int kPartialsPerLane = 8;
+template <int kVecs, int kBlock = kThreads, class Between>
+__device__ __forceinline__ void normed_from_partials_loads_first(const bf16* residual, const float* partials,
+                                                                 int64_t partial_count, const uint4 (&norm_w)[kVecs],
+                                                                 float eps, int64_t hidden, float (&x)[kVecs][8],
+                                                                 Between&& between) {
+  const int lane = threadIdx.x % kWarpSize;
+  float part[kPartialsPerLane];
+#pragma unroll
+  for (int k = 0; k < kPartialsPerLane; ++k) {
+    const int64_t i = lane + int64_t(k) * kWarpSize;
+    part[k] = i < partial_count ? partials[i] : 0.0f;
+  }
+  uint4 h_raw[kVecs];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
+    h_raw[v] = col < hidden / 8 ? reinterpret_cast<const uint4*>(residual)[col] : make_uint4(0, 0, 0, 0);
+  }
+  between();
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPartialsPerLane; ++k)
+    if (lane + int64_t(k) * kWarpSize < partial_count) sum_sq += part[k];
+  sum_sq = warp_sum(sum_sq);
+  const float inv_rms = 1.0f / sqrtf(sum_sq / float(hidden) + eps);
+  float h[kVecs][8];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) bf16x8_to_float(reinterpret_cast<const Bf16x8&>(h_raw[v]), h[v]);
+  scale_normed<kVecs, kBlock>(h, norm_w, inv_rms, hidden, x);
+}
+
+// normed_with_delta (below) with every load issued before between() runs and the arithmetic after it (v16). The
+// same sums in the same order: the same bits. PRECOND: copies <= kMaxCopies; as normed_with_delta.
+template <int kVecs, int kMaxCopies, int kBlock = kThreads, class Between>
+__device__ __forceinline__ void normed_with_delta_loads_first(const bf16* residual, const float* delta, int copies,
+                                                              const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
+                                                              float* warp_sq, float (&x)[kVecs][8],
+                                                              Between&& between) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  uint4 h_raw[kVecs];
+  float4 d_raw[kVecs][kMaxCopies][2];
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
+    const bool in = col < hidden / 8;
+    h_raw[v] = in ? reinterpret_cast<const uint4*>(residual)[col] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < kMaxCopies; ++j) {
+      const float4* copy = reinterpret_cast<const float4*>(delta + j * hidden);
+      const bool load = in && j < copies;
+      d_raw[v][j][0] = load ? __ldcg(copy + 2 * col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      d_raw[v][j][1] = load ? __ldcg(copy + 2 * col + 1) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  between();
+  float hn[kVecs][8];
+  float sq = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const int64_t col = threadIdx.x + int64_t(v) * kBlock;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) hn[v][e] = 0.0f;
+    if (col >= hidden / 8) continue;
+    float h[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(h_raw[v]), h);
+    float d[8] = {};
+#pragma unroll
+    for (int j = 0; j < kMaxCopies; ++j) {
+      if (j >= copies) break;
+      const float4 d0 = d_raw[v][j][0], d1 = d_raw[v][j][1];
+      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
+      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      hn[v][e] = bf16_round(h[e] + bf16_round(d[e]));
+      sq += hn[v][e] * hn[v][e];
+    }
+  }
+  sq = warp_sum(sq);
+  __syncthreads();  // warp_sq may still be read by an earlier call
+  if (lane == 0) warp_sq[warp] = sq;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kBlock / kWarpSize; ++w) total += warp_sq[w];
+  scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+}
+
 // The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
 // sum of `copies` (hidden) vectors one after the other (NormMlpArgs::delta_copies), summed in order: the CTA sums
 // h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in

@@ -24,6 +24,7 @@ namespace {
 using gemv_ring::kThreads;
 using gemv_ring::kWarps;
 constexpr int kStages = 3;
+constexpr int kMaxDeltaCopiesL2First = 4;  // v16: the delta copies its norm loads ahead of the ring (registers)
 
 // Points of a CTA's work stamped into NormGemvArgs::trace (profiling; thread 0's view).
 enum NormGemvTraceEvent {
@@ -42,7 +43,11 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
 // issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
 // (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
 // kBlock: the CTA's threads (v15: 256, the 8 warps qkv_attention_o v8 streams with; else 512).
-template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads>
+// kL2First (v16, with kFull): before the PDL wait the CTA pulls its first l2_first_bytes of rows into L2 instead of
+// copying groups into its ring (prewait_groups 0), and after it sends the norm's loads out before the ring's first
+// copies, so that nothing queued for this SM delays them (ITERATIONS.md session 8: ~3.5 us from the wait to the
+// normed input behind v12's 128 KB); the ring's first groups then come from L2.
+template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads, bool kL2First = false>
 __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
   constexpr int kBlockWarps = kBlock / kWarpSize;
@@ -72,26 +77,46 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
     else
       issue(g);
   }
+  if constexpr (kL2First) {
+    if (warp == 0) {
+      const int64_t l2_rows = min(rows, a.l2_first_bytes / (a.k * 2));
+      for (int64_t r = lane; r < l2_rows; r += kWarpSize) prefetch_l2_bulk(row_ptr(r), uint32_t(a.k * 2));
+    }
+  }
   uint4 norm_w[kVecs];
   gemv_ring::load_norm_weight<kVecs, kBlock>(a.norm_weight, a.k, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
   stamp(a.trace, kTraceWaited);
-  // v12: none left (every group in flight before the wait). v13: the ring's last stage once the norm's loads are
-  // done, so they do not queue behind its bytes.
-  if (!kFull)
-    for (int g = 0; g < kInFlight; ++g)
-      if (g >= prewait_groups) issue(g);
   float x[kVecs][8];
-  if (a.residual_delta != nullptr)
-    gemv_ring::normed_with_delta<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k,
-                                                warp_sq, x);
-  else
-    gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.k,
-                                                   x);
-  stamp(a.trace, kTraceNormed);
-  if (kFull)
-    for (int g = 0; g < kInFlight; ++g)
-      if (g >= prewait_groups) issue(g);
+  if constexpr (kL2First) {
+    const auto issue_rest = [&] {
+      for (int g = 0; g < kInFlight; ++g)
+        if (g >= prewait_groups) issue(g);
+    };
+    if (a.residual_delta != nullptr)
+      gemv_ring::normed_with_delta_loads_first<kVecs, kMaxDeltaCopiesL2First, kBlock>(
+          a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k, warp_sq, x, issue_rest);
+    else
+      gemv_ring::normed_from_partials_loads_first<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count,
+                                                                 norm_w, a.eps, a.k, x, issue_rest);
+    stamp(a.trace, kTraceNormed);
+  } else {
+    // v12: none left (every group in flight before the wait). v13: the ring's last stage once the norm's loads
+    // are done, so they do not queue behind its bytes.
+    if (!kFull)
+      for (int g = 0; g < kInFlight; ++g)
+        if (g >= prewait_groups) issue(g);
+    if (a.residual_delta != nullptr)
+      gemv_ring::normed_with_delta<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k,
+                                                  warp_sq, x);
+    else
+      gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps,
+                                                     a.k, x);
+    stamp(a.trace, kTraceNormed);
+    if (kFull)
+      for (int g = 0; g < kInFlight; ++g)
+        if (g >= prewait_groups) issue(g);
+  }
 
   for (int64_t g = 0; g < groups; ++g) {
     uint4 w[kGroup][kVecs];
@@ -133,24 +158,26 @@ bool ring_supports(const NormGemvArgs& a) {
          ring_smem_for(a) <= size_t(device_optin_smem_bytes());
 }
 
-template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads>
+template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads, bool kL2First = false>
 void launch_ring(const NormGemvArgs& a, cudaStream_t stream) {
-  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup, kFull, kTma, kBlock>;
+  const auto kernel = norm_gemv_ring_kernel<kVecs, kGroup, kFull, kTma, kBlock, kL2First>;
   const size_t smem = smem_for<kVecs, kGroup, kBlock>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group the ring holds in flight is issued before the PDL wait: the CTA becomes resident only as the
   // kernel before it (the MLP, a whole SM a CTA) leaves its SM, so these copies fill that kernel's tail.
   // v13 (kFull): the same two groups before the wait, the third after the norm; v14: all three before (TMA).
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kBlock), smem, stream, a, kTma ? kStages : kStages - 1);
+  // v16 (kL2First): none, its first rows go to L2 instead.
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kBlock), smem, stream, a,
+         kL2First ? 0 : kTma ? kStages : kStages - 1);
 }
 
-template <bool kFull, bool kTma = false>
+template <bool kFull, bool kTma = false, bool kL2First = false>
 void launch_ring_or_v10(const NormGemvArgs& a, cudaStream_t stream) {
   if (!ring_supports(a)) return launch_gemv_norm_v10(a, stream);
   if (a.k / 8 <= kThreads)
-    launch_ring<1, 8, kFull, kTma>(a, stream);
+    launch_ring<1, 8, kFull, kTma, kThreads, kL2First>(a, stream);
   else
-    launch_ring<2, 4, kFull, kTma>(a, stream);
+    launch_ring<2, 4, kFull, kTma, kThreads, kL2First>(a, stream);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -186,6 +213,22 @@ void launch_gemv_norm_v15(const NormGemvArgs& a, cudaStream_t stream) {
     return launch_gemv_norm_v10(a, stream);
   launch_ring<2, 8, false, false, 256>(a, stream);
   CUDA_CHECK_LAUNCH();
+}
+
+// v16_gemv_norm_ring_l2_first: v13 whose CTAs pull their first l2_first_bytes of rows into L2 before the PDL wait
+// instead of copying them into the ring, and send the norm's loads out before the ring's first copies (sm_90: bulk
+// L2 prefetches; at most kMaxDeltaCopiesL2First delta copies, 8 x 32 partials). Elsewhere v12.
+bool gemv_norm_v16_takes(const NormGemvArgs& a) {
+  return device_compute_major() >= 9 && ring_supports(a) && a.l2_first_bytes >= 0 &&
+         a.delta_copies <= kMaxDeltaCopiesL2First &&
+         (a.residual_delta != nullptr || a.partial_count <= int64_t(gemv_ring::kPartialsPerLane) * kWarpSize);
+}
+
+bool gemv_norm_v16_supports(const NormGemvArgs& a) { return gemv_norm_v16_takes(a) || gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v16(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!gemv_norm_v16_takes(a)) return launch_gemv_norm_v12(a, stream);
+  launch_ring_or_v10<true, false, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -244,7 +244,7 @@ enum NormMlpTraceEvent {
 // kWithO (v7): the o projection's rows stream first (NormMlpArgs::w_o), then a grid-wide wait for h' and its norm,
 // then the MLP's rows.
 template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false,
-          bool kLead = false>
+          bool kLead = false, bool kL2First = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
   using Ring = gemv_ring::Ring<kVecs, kGroup, kStages, kInFlight>;
@@ -339,22 +339,42 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
       }
     }
   }
+  // kL2First (v9): this CTA's own first l2_lead_bytes of rows go to L2 (bulk prefetches, a lane a row) instead of
+  // into its ring (prewait_groups 0 by default): HBM streams them while the previous kernel drains, as v5's copies
+  // do, but nothing is on its way to this SM when the norm's loads go out after the wait; the ring's first groups
+  // then come from L2. (v8's lead CTAs did this for the others; their CTAs passed the wait ~2 us earlier.)
+  // Rows of groups issued into the ring before the wait (prewait_groups, 0 by default) are not prefetched again.
+  if constexpr (kL2First) {
+    if (warp == 0) {
+      const int64_t issued = min(int64_t(min(prewait_groups, kInFlight)), groups);
+      const int64_t in_ring = issued > 0 ? group_first(issued) : 0;
+      const int64_t l2_end = min(rows_ab, in_ring + a.l2_lead_bytes / (a.hidden * 2));
+      for (int64_t r = in_ring + lane; r < l2_end; r += kWarpSize)
+        prefetch_l2_bulk(row_ptr(r), uint32_t(a.hidden * 2));
+    }
+  }
   uint4 norm_w[kVecs];
   gemv_ring::load_norm_weight<kVecs>(a.norm_weight, a.hidden, norm_w);
   pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
   stamp(a.trace, kTraceWaited);
-  for (int g = 0; g < kInFlight; ++g) {
-    if (g < prewait_groups) continue;
-    if (deferred(g))
-      cp_async_commit();
-    else
-      issue(g);
-  }
+  const auto issue_after_wait = [&] {
+    for (int g = 0; g < kInFlight; ++g) {
+      if (g < prewait_groups) continue;
+      if (deferred(g))
+        cp_async_commit();
+      else
+        issue(g);
+    }
+  };
+  if constexpr (!kL2First) issue_after_wait();
 
   // x: the normed input at this thread's columns; kWithO: first the attention output (q_dim == hidden), normed h'
-  // after the o rows and the grid-wide wait.
+  // after the o rows and the grid-wide wait; kL2First: the norm's loads, then the ring's copies, then its arithmetic.
   float x[kVecs][8];
-  if constexpr (kWithO) {
+  if constexpr (kL2First) {
+    gemv_ring::normed_from_partials_loads_first<kVecs>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps,
+                                                       a.hidden, x, issue_after_wait);
+  } else if constexpr (kWithO) {
     // The residual and delta rows of this CTA's o rows now, while little is in flight to this SM (the delta rows
     // are zeroed for this launch's own reductions, which come after the grid-wide wait).
     for (int64_t i = threadIdx.x; i < rows_o; i += kThreads) {
@@ -506,6 +526,82 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
   stamp(a.trace, kTraceEnd);
 }
 
+// ---- v10_mlp_split_down_lean: v5's work and ring in a kernel with nothing else --------------------------------------
+// Why: bench/ring_stream measured (H200, isolated launches of Qwen3-8B's 302 MB, ITERATIONS.md session 11) v5 at
+// 78.5-79.6 us a launch where the same ring and walk with only dot products take 69.0 us (96% of the grid-stride
+// read in the same run), and a lean kernel with v5's norm, SwiGLU point, down rows and reductions 74.2-74.7 us. v5
+// carries the o phase, the next-layer phase, TMA prologues, L2 hints and their runtime branches in its loop
+// (128 registers, the cap at 512 threads). This is the same arithmetic in the same order (the same bits as v5)
+// with only the MLP's two phases: gate|up rows (dot products) then down_projᵀ rows (scaled adds). Rows a thread:
+// one 16-byte piece (hidden / 8 <= 512); other shapes run v5.
+__global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, int prewait_groups) {
+  constexpr int kGroup = 8, kStages = 3;
+  using Ring = gemv_ring::Ring<1, kGroup, kStages, kStages>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
+  const int64_t ctas = gridDim.x;
+  const int64_t f0 = feature_begin(blockIdx.x, ctas, a.inter);
+  const int64_t features = feature_begin(blockIdx.x + 1, ctas, a.inter) - f0;
+  const int64_t dots_stride = 2 * max_features(ctas, a.inter);
+  const Ring ring{reinterpret_cast<uint4*>(smem_raw), a.hidden / 8, make_evict_first_policy()};
+  float* dots = reinterpret_cast<float*>(smem_raw + Ring::kBytes);  // (kWarps, dots_stride)
+  float* act_s = dots + kWarps * dots_stride;                         // (features)
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  // Rows: [0, 2F) gate then up rows (phase A), [2F, 3F) down_projᵀ rows (phase B); a group never straddles them.
+  const int64_t rows_a = 2 * features, rows = 3 * features;
+  const int64_t groups_a = (rows_a + kGroup - 1) / kGroup;
+  const int64_t groups = groups_a + (features + kGroup - 1) / kGroup;
+  const auto group_first = [&](int64_t g) { return g < groups_a ? g * kGroup : rows_a + (g - groups_a) * kGroup; };
+  const auto group_end = [&](int64_t g) { return g < groups_a ? rows_a : rows; };
+  const auto row_ptr = [&](int64_t r) {
+    const bf16* p = r < features ? a.w_gate_up + (f0 + r) * a.hidden
+                    : r < rows_a ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
+                                 : a.w_down_t + (f0 + r - rows_a) * a.hidden;
+    return reinterpret_cast<const uint4*>(p);
+  };
+  const auto issue = [&](int64_t g) {  // past the last group: an empty cp.async group keeps the count
+    if (g < groups)
+      ring.issue(g, group_first(g), group_end(g), row_ptr);
+    else
+      ring.issue(g, 0, 0, row_ptr);
+  };
+  for (int g = 0; g < min(prewait_groups, kStages); ++g) issue(g);
+  uint4 norm_w[1];
+  gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
+  pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
+  stamp(a.trace, kTraceWaited);
+  for (int g = min(prewait_groups, kStages); g < kStages; ++g) issue(g);
+  float x[1][8];
+  gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
+  float down[1][8] = {};
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t first = group_first(g), end = group_end(g);
+    uint4 w[kGroup][1];
+    ring.read(g, first, end, w);
+    if (g == groups_a) {
+      stamp(a.trace, kTraceGateUp);
+      swiglu_block(dots, dots_stride, features, act_s);
+    }
+    if (g < groups_a) {
+      const float total = gemv_ring::dot_group<1, kGroup>(w, x);
+      const int64_t row = first + warp_sum_transposed_index<kGroup>(lane);
+      if (lane % (kWarpSize / kGroup) == 0 && row < end) dots[warp * dots_stride + row] = total;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        add_scaled_row<1>(down, w[j], first + j < end ? act_s[first + j - rows_a] : 0.0f);
+    }
+    asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
+    issue(g + kStages);             // into the stage this group came from: its pieces are multiplied
+  }
+  cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
+  stamp(a.trace, kTraceDown);
+  add_down_partial<1>(down, a, a.hidden / 8);
+  stamp(a.trace, kTraceEnd);
+}
+
 int64_t ctas_for(const NormMlpArgs& a) {
   return a.ctas > 0 ? int64_t(a.ctas) : int64_t(device_sm_count());
 }
@@ -538,25 +634,28 @@ size_t ring_smem_for(const NormMlpArgs& a) {
 }
 
 template <int kVecs, int kGroup, int kStages, bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false,
-          bool kLead = false>
+          bool kLead = false, bool kL2First = false>
 void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
-  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext, kFull, kTma, kWithO, kLead>;
+  const auto kernel = mlp_split_down_ring_kernel<kVecs, kGroup, kStages, kNext, kFull, kTma, kWithO, kLead, kL2First>;
   const size_t smem = ring_smem_for<kVecs, kGroup, kStages>(a);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Default: every group the ring holds in flight before the PDL wait (prewait_rows counts rows, rounded up to
   // whole groups). H200 at context 128 (v2): 2 groups 4.247 ms a step, 1 group 4.266, none 4.297.
-  const int prewait_groups =
-      a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup : (kFull ? kStages : kStages - 1);
+  // kL2First (v9): none, its first rows go to L2 instead.
+  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup
+                             : kL2First      ? 0
+                                             : (kFull ? kStages : kStages - 1);
   launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
 }
 
 // The ring kernel at the piece count the row needs (kGroup halves where a thread holds two pieces of a row).
-template <bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false, bool kLead = false>
+template <bool kNext, bool kFull = false, bool kTma = false, bool kWithO = false, bool kLead = false,
+          bool kL2First = false>
 void launch_ring(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 <= kThreads)
-    launch_ring_shape<1, 8, 3, kNext, kFull, kTma, kWithO, kLead>(a, stream);
+    launch_ring_shape<1, 8, 3, kNext, kFull, kTma, kWithO, kLead, kL2First>(a, stream);
   else
-    launch_ring_shape<2, 4, 3, kNext, kFull, kTma, kWithO, kLead>(a, stream);
+    launch_ring_shape<2, 4, 3, kNext, kFull, kTma, kWithO, kLead, kL2First>(a, stream);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -635,6 +734,30 @@ bool mlp_split_down_v8_supports(const NormMlpArgs& a) {
 
 void launch_mlp_split_down_v8(const NormMlpArgs& a, cudaStream_t stream) {
   launch_ring<false, true, false, false, true>(without_l2_prefetch(a), stream);
+}
+
+// v9_mlp_split_down_l2_first: v5 whose CTAs pull their own first rows into L2 before the PDL wait instead of into
+// the ring, and issue the norm's loads before the ring's first copies (sm_90: bulk L2 prefetches).
+bool mlp_split_down_v9_supports(const NormMlpArgs& a) {
+  return device_compute_major() >= 9 && mlp_split_down_v5_supports(a) && a.l2_lead_bytes >= 0 &&
+         a.partial_count <= int64_t(gemv_ring::kPartialsPerLane) * kWarpSize;
+}
+
+void launch_mlp_split_down_v9(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_ring<false, true, false, false, false, true>(without_l2_prefetch(a), stream);
+}
+
+// v10_mlp_split_down_lean: v5's MLP alone in its own kernel (hidden / 8 <= 512; other shapes: v5).
+bool mlp_split_down_v10_supports(const NormMlpArgs& a) { return mlp_split_down_v5_supports(a); }
+
+void launch_mlp_split_down_v10(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden / 8 > kThreads) return launch_mlp_split_down_v5(a, stream);
+  const size_t smem = gemv_ring::Ring<1, 8, 3, 3>::kBytes + smem_for(a);
+  CUDA_CHECK(cudaFuncSetAttribute(mlp_lean_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Every group of the ring before the PDL wait, as v5 (prewait_rows counts rows, rounded up to whole groups).
+  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + 7) / 8 : 3;
+  launch(mlp_lean_kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
+  CUDA_CHECK_LAUNCH();
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).

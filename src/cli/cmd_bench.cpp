@@ -109,7 +109,7 @@ void register_bench(CLI::App& app) {
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
     int32_t mlp_l2_lead_ctas = -1;
-    std::optional<int64_t> mlp_l2_lead_kb;
+    std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
     bool mlp_o_l2_prefetch = false;
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
@@ -186,6 +186,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-l2-lead-kb", o->mlp_l2_lead_kb,
                   "Tuning, --mlp v8_mlp_split_down_l2_lead: KB of each other CTA's rows they pull (default 192)")
       ->check(CLI::Range(0, 65536));
+  cmd->add_option("--qkv-l2-first-kb", o->qkv_l2_first_kb,
+                  "Tuning, --norm-gemv v16_gemv_norm_ring_l2_first: KB of its first rows each CTA pulls into L2 "
+                  "before the PDL wait (default 192)")
+      ->check(CLI::Range(0, 65536));
   cmd->add_option("--mlp-l2-prefetch-mb", o->mlp_l2_prefetch_mb,
                   "MB of the next layer's QKV weights --mlp pulls into L2 at its tail (versions with a prefetch)")
       ->check(CLI::Range(0, 4096));
@@ -249,6 +253,7 @@ void register_bench(CLI::App& app) {
     if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
     options.mlp_l2_lead_ctas = o->mlp_l2_lead_ctas;
     if (o->mlp_l2_lead_kb) options.mlp_l2_lead_bytes = *o->mlp_l2_lead_kb << 10;
+    if (o->qkv_l2_first_kb) options.qkv_l2_first_bytes = *o->qkv_l2_first_kb << 10;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -398,6 +403,7 @@ void register_bench(CLI::App& app) {
     if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;
     if (options.mlp_l2_lead_ctas >= 0) j["mlp_l2_lead_ctas"] = options.mlp_l2_lead_ctas;
     if (o->mlp_l2_lead_kb) j["mlp_l2_lead_kb"] = *o->mlp_l2_lead_kb;
+    if (o->qkv_l2_first_kb) j["qkv_l2_first_kb"] = *o->qkv_l2_first_kb;
     if (options.attention_o_keys_per_split > 0) j["attention_o_keys_per_split"] = options.attention_o_keys_per_split;
     if (options.attention_o_smem_bytes > 0) j["attention_o_smem_bytes"] = options.attention_o_smem_bytes;
     if (options.attention_o_l2_prefetch_rows >= 0) j["attention_o_l2_rows"] = options.attention_o_l2_prefetch_rows;

@@ -50,6 +50,9 @@ struct EngineOptions {
   // ring, one CTA per SM): 4.329 vs 4.371 ms per step with v10 at context 128, 4.446 vs 4.494 at 1024, 4.718 vs
   // 4.812 at 8192 (H200, one lease, ITERATIONS.md session 6).
   std::string norm_gemv = "v12_gemv_norm_ring";
+  // v16_gemv_norm_ring_l2_first only: bytes of each CTA's first QKV rows it pulls into L2 before the PDL wait
+  // (NormGemvArgs::l2_first_bytes).
+  int64_t qkv_l2_first_bytes = int64_t(192) << 10;
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
@@ -77,8 +80,10 @@ struct EngineOptions {
   // layer's QKV in the same launch) 4.565 and v1 7.30 were slower (ITERATIONS.md session 6). v5 (every stage of
   // the ring in flight) beat v2 on four leases by 0.1-1.6% at 128 / 1024 / 8192 (session 8); v7 (the o projection
   // in this launch, the attention alone before it) was 8-12% slower; v8 (v5 + the first CTAs pulling the others'
-  // first rows into L2 during the attention) 1-2% slower (session 9).
-  std::string decode_mlp = "v5_mlp_split_down_full_ring";
+  // first rows into L2 during the attention) 1-2% slower (session 9). v10 (v5's MLP alone in a lean kernel, without
+  // the other versions' paths): 4.123 vs 4.329 ms at 128, 4.218 vs 4.440 at 1024, 4.566 vs 4.826 at 8192 (session
+  // 11); v9 (the first rows into L2, the norm's loads first) was no better.
+  std::string decode_mlp = "v10_mlp_split_down_lean";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
   // v7_mlp_with_o only: CTAs that take the o rows (NormMlpArgs::o_ctas; 0: all), and whether the attention before
@@ -93,7 +98,8 @@ struct EngineOptions {
   // capped at the weights' size).
   int64_t mlp_l2_prefetch_bytes = int64_t(64) << 20;
   // v8_mlp_split_down_l2_lead only: CTAs that pull other CTAs' first rows into L2 before the PDL wait
-  // (NormMlpArgs::l2_lead_ctas; -1: the SMs qkv_attention_o leaves free), and how many bytes of each.
+  // (NormMlpArgs::l2_lead_ctas; -1: the SMs qkv_attention_o leaves free), and how many bytes of each; v9: the bytes
+  // of its own first rows each CTA pulls.
   int32_t mlp_l2_lead_ctas = -1;
   int64_t mlp_l2_lead_bytes = int64_t(192) << 10;
   // Profiling only: decode_mlp, and the QKV GEMV where it is v12, stamp %globaltimer at fixed points of every CTA

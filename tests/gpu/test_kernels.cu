@@ -1832,17 +1832,18 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
         const auto partials_d =
             to_device(norm_partials(in.sum_sq, m, layout.count, layout.spread, case_seed(label)));
         DeviceArray<uint16_t> y_d(size_t(m * c.n));  // (m, n)
-        const NormGemvArgs args{as_bf16(residual_d),
-                                partials_d.get(),
-                                layout.count,
-                                as_bf16(weight_d),
-                                kEps,
-                                as_bf16(w_d),
-                                as_bf16(y_d),
-                                m,
-                                c.n,
-                                c.k,
-                                m == 2 ? 0.5f : 0.0f};  // m == 2: also the late PDL trigger
+        NormGemvArgs args{as_bf16(residual_d),
+                          partials_d.get(),
+                          layout.count,
+                          as_bf16(weight_d),
+                          kEps,
+                          as_bf16(w_d),
+                          as_bf16(y_d),
+                          m,
+                          c.n,
+                          c.k,
+                          m == 2 ? 0.5f : 0.0f};  // m == 2: also the late PDL trigger
+        args.l2_first_bytes = 48 * 1024 + 16;    // (v16) a hint only: a part of its rows, not a whole number of them
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -1957,7 +1958,8 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const auto& v9 = kernels::find_version(versions, "v9_gemv_norm_tma");
   const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
                                                      "v12_gemv_norm_ring", "v13_gemv_norm_ring_full",
-                                                     "v14_gemv_norm_ring_tma", "v15_gemv_norm_ring_256t"};
+                                                     "v14_gemv_norm_ring_tma", "v15_gemv_norm_ring_256t",
+                                                     "v16_gemv_norm_ring_l2_first"};
   struct Case {
     std::string name;
     int64_t n, k;
@@ -2006,6 +2008,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
                           m == kMaxM ? 0.5f : 0.0f};  // m == 3: also the late PDL trigger
         args.residual_delta = delta_d.get();
         args.delta_copies = copies;
+        args.l2_first_bytes = m == 1 ? 64 * 1024 : 0;  // (v16) a hint only
         EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
         if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
         runner.run(
@@ -2492,7 +2495,8 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       if (r.delta_copies > 1)
         check_delta_copies_support(versions, args, label, c.required,
                                    {"v2_mlp_split_down_ring", "v5_mlp_split_down_full_ring",
-                                    "v6_mlp_split_down_tma", "v8_mlp_split_down_l2_lead"});
+                                    "v6_mlp_split_down_tma", "v8_mlp_split_down_l2_lead",
+                                    "v9_mlp_split_down_l2_first"});
       const int64_t ctas = kernels::norm_mlp_ctas(args);
       runner.run(
           label, args,
