@@ -91,6 +91,8 @@ void launch_qkv_attention_o_v7(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v7_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v8(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v8_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v9(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v9_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -315,6 +317,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                        "rows are counted in, a CTA multiplies a head's o columns once it is "
                                        "merged, one ring streaming every CTA's rows (v8_qkv_attention_o_wavefront.cu)",
        launch_qkv_attention_o_v8, qkv_attention_o_v8_supports},
+      {"v9_qkv_attention_o_lean", "v2 with its tuning and diagnostic paths compiled out (the L2 prefetch of "
+                                  "unstaged o rows, the loops run twice) (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v9, qkv_attention_o_v9_supports},
   };
   return v;
 }

@@ -147,7 +147,10 @@ enum QkvAttentionOTraceEvent {
 // kHeadMerge (v2): the last split of each kv head merges that head's splits and writes its bf16 output to
 // attention.out; every CTA then reads those 8 KB (Qwen3-8B) instead of every split's fp32 partials (v1: 48 KB at
 // 3 splits a head, 256 KB at 16), one more counter round trip for far fewer bytes read by all CTAs at once.
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
+// kLean (v9): v2 with the tuning and diagnostic paths compiled out (the L2 prefetch of unstaged o rows, the
+// attention and o loops run twice): what is left is v2's default work.
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
+          bool kLean = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -187,8 +190,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
     // Default none: prefetching the rest into L2 at the start measured slower (4.42 vs 4.36 ms per step), its
     // traffic meets the attention's latency-bound reads (and, in session 6, the QKV GEMV's stream).
-    const int prefetched =
-        kShortChain ? 0 : a.l2_prefetch_rows < 0 ? staged : min(rows, staged + a.l2_prefetch_rows);
+    const int prefetched = kShortChain || kLean ? 0
+                           : a.l2_prefetch_rows < 0 ? staged
+                                                    : min(rows, staged + a.l2_prefetch_rows);
     for (int i = staged + lane; i < prefetched; i += kWarpSize)
       prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
   }
@@ -331,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Diagnostic (chain_steps > 0 with bit 16): the split's attention runs twice (the second pass recomputes the
     // same partial and rewrites the same cache row), thread 0 stamping o_staged between the passes: the second pass
     // finds its instructions fetched and its K/V rows in L2.
-    const int attention_passes = a.chain_steps > 0 && (a.chain_steps & 16) ? 2 : 1;
+    const int attention_passes = !kLean && a.chain_steps > 0 && (a.chain_steps & 16) ? 2 : 1;
     for (int pass = 0; pass < attention_passes; ++pass) {
       if (pass == 1) {
         __syncthreads();  // the first pass's shared memory is read
@@ -579,7 +583,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Diagnostic (chain_steps > 0 with bit 8, v1-v3): the o loop runs twice (the second pass recomputes and rewrites
   // the same rows), thread 0 stamping o_staged between: warp 0's rows are staged, so its second pass differs from
   // the first only in finding its instructions already fetched.
-  const int o_passes = kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
+  const int o_passes = !kLean && kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
   for (int pass = 0; pass < o_passes; ++pass) {
   if (pass == 1) {
     stamp(a.trace, kTraceOStaged);
@@ -667,9 +671,11 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
                     plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs);
 }
 
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
+          bool kLean = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead>;
+  constexpr auto kernel =
+      qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -682,21 +688,22 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
 
-template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false>
+template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
   }
 }
 
 // kOVecs: 0 (v1-v3), v4's 16-byte pieces of a w_o row per thread (2 up to q_dim 4096, 4 up to 8192), or -1 (v5:
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
-template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false>
+template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
+          bool kLean = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys);
   if constexpr (kWarpKeys) {
@@ -705,9 +712,9 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -814,6 +821,16 @@ bool qkv_attention_o_v7_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v7(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, true>(a, stream);
+}
+
+// v9_qkv_attention_o_lean: v2 with its tuning and diagnostic paths compiled out (kLean above), as v10 of the MLP
+// (ITERATIONS.md session 11). Refuses args that ask for them.
+bool qkv_attention_o_v9_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v2_supports(a) && a.l2_prefetch_rows < 0 && a.chain_steps <= 0;
+}
+
+void launch_qkv_attention_o_v9(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels
