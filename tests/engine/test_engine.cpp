@@ -61,14 +61,16 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   const auto expected = nlohmann::json::parse(read_text_file(dir / "expected.json", 512u << 20));
   auto checkpoint = Checkpoint::open(dir);
   // "persistent": the fast path with the one-launch decode layer stack; "attention_o": with the attention and the
-  // o projection in one launch (the newest version); "mlp": with the newest one-launch MLP; "mlp_off": the fast
-  // path with the MLP as two GEMVs (each where the device supports it; elsewhere the same as fast).
+  // o projection in one launch (the newest version); "wavefront": with v8, which also takes the QKV projection into
+  // that launch; "mlp": with the newest one-launch MLP; "mlp_off": the fast path with the MLP as two GEMVs (each
+  // where the device supports it; elsewhere the same as fast).
   const std::string& path = GetParam().path;
   const bool persistent = path == "persistent", attention_o = path == "attention_o";
-  const bool variant = persistent || attention_o || path == "mlp" || path == "mlp_off";
+  const bool variant = persistent || attention_o || path == "wavefront" || path == "mlp" || path == "mlp_off";
   EngineOptions options = EngineOptions::preset(variant ? "fast" : path);
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
   if (attention_o) options.decode_attention_o = kernels::qkv_attention_o_versions().back().name;  // the newest
+  if (path == "wavefront") options.decode_attention_o = "v8_qkv_attention_o_wavefront";
   if (path == "mlp") options.decode_mlp = kernels::norm_mlp_versions().back().name;
   if (path == "mlp_off") options.decode_mlp = "off";
   options.context = 512;
@@ -130,7 +132,8 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
 std::vector<Param> params() {
   std::vector<Param> p;
   for (const auto& name : golden_cases())
-    for (const char* path : {"fast", "v0", "cublas", "persistent", "attention_o", "mlp", "mlp_off"}) p.push_back({name, path});
+    for (const char* path : {"fast", "v0", "cublas", "persistent", "attention_o", "wavefront", "mlp", "mlp_off"})
+      p.push_back({name, path});
   return p;
 }
 
