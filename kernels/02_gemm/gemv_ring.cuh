@@ -209,6 +209,23 @@ __device__ __forceinline__ void normed_from_partials_loads_first(const bf16* res
   scale_normed<kVecs, kBlock>(h, norm_w, inv_rms, hidden, x);
 }
 
+// x = scale_normed(hn) with inv_rms from Σ hn² over the CTA, sq this thread's part of it, summed warp by warp in a
+// fixed order (every CTA gets the same bits). PRECOND: every thread of the CTA calls it (two barriers); warp_sq
+// holds kBlock / 32 floats of shared memory.
+template <int kVecs, int kBlock>
+__device__ __forceinline__ void normed_by_block_sum(const float (&hn)[kVecs][8], float sq, const uint4 (&norm_w)[kVecs],
+                                                    float eps, int64_t hidden, float* warp_sq, float (&x)[kVecs][8]) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  sq = warp_sum(sq);
+  __syncthreads();  // warp_sq may still be read by an earlier call
+  if (lane == 0) warp_sq[warp] = sq;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kBlock / kWarpSize; ++w) total += warp_sq[w];
+  scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+}
+
 // normed_with_delta (below) with every load issued before between() runs and the arithmetic after it (v16). The
 // same sums in the same order: the same bits. PRECOND: copies <= kMaxCopies; as normed_with_delta.
 template <int kVecs, int kMaxCopies, int kBlock = kThreads, class Between>
@@ -216,7 +233,6 @@ __device__ __forceinline__ void normed_with_delta_loads_first(const bf16* residu
                                                               const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
                                                               float* warp_sq, float (&x)[kVecs][8],
                                                               Between&& between) {
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   uint4 h_raw[kVecs];
   float4 d_raw[kVecs][kMaxCopies][2];
 #pragma unroll
@@ -257,14 +273,7 @@ __device__ __forceinline__ void normed_with_delta_loads_first(const bf16* residu
       sq += hn[v][e] * hn[v][e];
     }
   }
-  sq = warp_sum(sq);
-  __syncthreads();  // warp_sq may still be read by an earlier call
-  if (lane == 0) warp_sq[warp] = sq;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kBlock / kWarpSize; ++w) total += warp_sq[w];
-  scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+  normed_by_block_sum<kVecs, kBlock>(hn, sq, norm_w, eps, hidden, warp_sq, x);
 }
 
 // The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
@@ -276,7 +285,6 @@ template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, int copies,
                                                   const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
                                                   float* warp_sq, float (&x)[kVecs][8]) {
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   float hn[kVecs][8];
   float sq = 0.0f;
 #pragma unroll
@@ -300,14 +308,7 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
       sq += hn[v][e] * hn[v][e];
     }
   }
-  sq = warp_sum(sq);
-  __syncthreads();  // warp_sq may still be read by an earlier call
-  if (lane == 0) warp_sq[warp] = sq;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kBlock / kWarpSize; ++w) total += warp_sq[w];
-  scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+  normed_by_block_sum<kVecs, kBlock>(hn, sq, norm_w, eps, hidden, warp_sq, x);
 }
 
 }  // namespace qwen3::kernels::gemv_ring
