@@ -184,6 +184,25 @@ class EventPair {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// ms a launch: launch(i) for i in [0, launches) back to back on the default stream, once untimed (warm-up), then
+// `repeat` timed passes; the sorted passes' element repeat / 2 (the upper median), divided by `launches`. For tools
+// that rotate one kernel over copies of its data larger than the L2 (kv_read_pattern, ring_stream).
+template <class Launch>
+float median_ms_per_launch(int launches, int repeat, Launch&& launch) {
+  for (int i = 0; i < launches; ++i) launch(i);
+  BENCH_CHECK(cudaGetLastError());
+  EventPair events;
+  std::vector<float> ms(static_cast<size_t>(repeat), 0.0f);
+  for (float& pass : ms) {
+    events.start(nullptr);
+    for (int i = 0; i < launches; ++i) launch(i);
+    events.stop(nullptr);
+    pass = events.elapsed_ms();
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] / float(launches);
+}
+
 struct Stats {
   double median = 0, min = 0, max = 0;
   int runs = 0;

@@ -78,27 +78,11 @@ float time_variant(const std::vector<const uint4*>& ks, const std::vector<const 
   const dim3 grid(unsigned(kv_heads * splits));
   BENCH_CHECK(cudaFuncSetAttribute(read_kv<kInFlight, kNoL1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    smem_bytes));
-  const auto launch_layer = [&](size_t l) {
-    read_kv<kInFlight, kNoL1>
-        <<<grid, kThreads, size_t(smem_bytes)>>>(ks[l], vs[l], layout, kv_heads, keys, positions, sink);
-  };
-  for (size_t l = 0; l < ks.size(); ++l) launch_layer(l);  // warm-up: every layer once
-  BENCH_CHECK(cudaGetLastError());
-  std::vector<float> ms(static_cast<size_t>(repeat), 0.0f);
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  for (int r = 0; r < repeat; ++r) {
-    BENCH_CHECK(cudaEventRecord(start));
-    for (size_t l = 0; l < ks.size(); ++l) launch_layer(l);
-    BENCH_CHECK(cudaEventRecord(stop));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    BENCH_CHECK(cudaEventElapsedTime(ms.data() + r, start, stop));
-  }
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] / float(ks.size());  // per launch
+  // Every layer once untimed, then `repeat` timed passes over them: ms a launch.
+  return median_ms_per_launch(int(ks.size()), repeat, [&](int l) {
+    read_kv<kInFlight, kNoL1><<<grid, kThreads, size_t(smem_bytes)>>>(ks[size_t(l)], vs[size_t(l)], layout,
+                                                                      kv_heads, keys, positions, sink);
+  });
 }
 
 int run(int argc, char** argv) {

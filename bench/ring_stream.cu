@@ -210,28 +210,6 @@ __global__ void __launch_bounds__(512) grid_stride_read(const uint4* __restrict_
   if (sum == 0x9e3779b9u) atomicAdd(sink, 1ull);  // keeps the loads; practically never taken
 }
 
-// Median ms a launch of launch(l) over `layers` back-to-back launches a pass.
-template <class Launch>
-float time_launches(int layers, int repeat, Launch&& launch) {
-  for (int l = 0; l < layers; ++l) launch(l);  // warm-up
-  BENCH_CHECK(cudaGetLastError());
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms(size_t(repeat), 0.0f);
-  for (int r = 0; r < repeat; ++r) {
-    BENCH_CHECK(cudaEventRecord(start));
-    for (int l = 0; l < layers; ++l) launch(l);
-    BENCH_CHECK(cudaEventRecord(stop));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    BENCH_CHECK(cudaEventElapsedTime(ms.data() + r, start, stop));
-  }
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] / float(layers);
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"ring_stream: one CTA per SM streaming rows through gemv_ring's ring, by address order"};
   int layers = 36, repeat = 20;
@@ -304,7 +282,7 @@ int run(int argc, char** argv) {
     BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     current_case() = name;
     BENCH_CHECK(cudaMemset(delta, 0, size_t(kCopies) * kHidden * sizeof(float)));
-    const float ms = time_launches(layers, repeat, [&](int l) {
+    const float ms = median_ms_per_launch(layers, repeat, [&](int l) {
       Walk w{order, nullptr, nullptr, rows_per_cta, inter, max_groups};
       switch (order) {
         case Order::kBlocked:
@@ -355,7 +333,7 @@ int run(int argc, char** argv) {
       const auto& version = kernels::find_version(kernels::norm_mlp_versions(), name);
       current_case() = name;
       BENCH_CHECK(cudaMemset(delta, 0, size_t(kCopies) * kHidden * sizeof(float)));
-      const float ms = time_launches(layers, repeat, [&](int l) {
+      const float ms = median_ms_per_launch(layers, repeat, [&](int l) {
         kernels::NormMlpArgs a{residual, partials,          kPartials, norm_weight, 1e-6f,
                                gate_up[size_t(l)], down_t[size_t(l)], delta,     kHidden,     inter};
         a.delta_copies = kCopies;
@@ -368,7 +346,7 @@ int run(int argc, char** argv) {
   current_case() = "grid-stride read";
   const size_t vectors = interleaved_rows * row_bytes / 16;
   for (const int blocks_per_sm : {2, 4}) {
-    const float ms = time_launches(layers, repeat, [&](int l) {
+    const float ms = median_ms_per_launch(layers, repeat, [&](int l) {
       grid_stride_read<<<unsigned(ctas * blocks_per_sm), 512>>>(reinterpret_cast<const uint4*>(mixed[size_t(l)]),
                                                                 vectors, read_sink);
     });
