@@ -534,9 +534,12 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
 // (128 registers, the cap at 512 threads). This is the same arithmetic in the same order (the same bits as v5)
 // with only the MLP's two phases: gate|up rows (dot products) then down_projᵀ rows (scaled adds). Rows a thread:
 // one 16-byte piece (hidden / 8 <= 512); other shapes run v5.
+constexpr int kLeanGroup = 8, kLeanStages = 3;  // v10's ring: 8 rows (64 KB) a stage, every stage in flight
+using LeanRing = gemv_ring::Ring<1, kLeanGroup, kLeanStages, kLeanStages>;
+
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, int prewait_groups) {
-  constexpr int kGroup = 8, kStages = 3;
-  using Ring = gemv_ring::Ring<1, kGroup, kStages, kStages>;
+  constexpr int kGroup = kLeanGroup, kStages = kLeanStages;
+  using Ring = LeanRing;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
@@ -602,6 +605,12 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, in
   stamp(a.trace, kTraceEnd);
 }
 
+// Ring groups a CTA issues before the PDL wait: NormMlpArgs::prewait_rows rounded up to whole groups of
+// group_rows, or the version's default.
+int prewait_groups_for(const NormMlpArgs& a, int group_rows, int default_groups) {
+  return a.prewait_rows >= 0 ? (a.prewait_rows + group_rows - 1) / group_rows : default_groups;
+}
+
 int64_t ctas_for(const NormMlpArgs& a) {
   return a.ctas > 0 ? int64_t(a.ctas) : int64_t(device_sm_count());
 }
@@ -642,9 +651,7 @@ void launch_ring_shape(const NormMlpArgs& a, cudaStream_t stream) {
   // Default: every group the ring holds in flight before the PDL wait (prewait_rows counts rows, rounded up to
   // whole groups). H200 at context 128 (v2): 2 groups 4.247 ms a step, 1 group 4.266, none 4.297.
   // kL2First (v9): none, its first rows go to L2 instead.
-  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + kGroup - 1) / kGroup
-                             : kL2First      ? 0
-                                             : (kFull ? kStages : kStages - 1);
+  const int prewait_groups = prewait_groups_for(a, kGroup, kL2First ? 0 : kFull ? kStages : kStages - 1);
   launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
 }
 
@@ -752,10 +759,10 @@ bool mlp_split_down_v10_supports(const NormMlpArgs& a) { return mlp_split_down_v
 
 void launch_mlp_split_down_v10(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 > kThreads) return launch_mlp_split_down_v5(a, stream);
-  const size_t smem = gemv_ring::Ring<1, 8, 3, 3>::kBytes + smem_for(a);
+  const size_t smem = LeanRing::kBytes + smem_for(a);
   CUDA_CHECK(cudaFuncSetAttribute(mlp_lean_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // Every group of the ring before the PDL wait, as v5 (prewait_rows counts rows, rounded up to whole groups).
-  const int prewait_groups = a.prewait_rows >= 0 ? (a.prewait_rows + 7) / 8 : 3;
+  // Every group of the ring before the PDL wait by default, as v5.
+  const int prewait_groups = prewait_groups_for(a, kLeanGroup, kLeanStages);
   launch(mlp_lean_kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
   CUDA_CHECK_LAUNCH();
 }
