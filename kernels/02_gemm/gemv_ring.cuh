@@ -226,6 +226,22 @@ __device__ __forceinline__ void normed_by_block_sum(const float (&hn)[kVecs][8],
   scale_normed<kVecs, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
 }
 
+// d += one delta copy at a thread's 8 columns (its two float4 pieces), the copies summed in order.
+__device__ __forceinline__ void add_delta_copy(float (&d)[8], const float4& d0, const float4& d1) {
+  d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
+  d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+}
+
+// hn = bf16(h + bf16(d)) at a thread's 8 columns, rounded as the chain's down GEMV adds its output to the
+// residual, and sq += hn².
+__device__ __forceinline__ void fold_delta(const float (&h)[8], const float (&d)[8], float (&hn)[8], float& sq) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    hn[e] = bf16_round(h[e] + bf16_round(d[e]));
+    sq += hn[e] * hn[e];
+  }
+}
+
 // normed_with_delta (below) with every load issued before between() runs and the arithmetic after it (v16). The
 // same sums in the same order: the same bits. PRECOND: copies <= kMaxCopies; as normed_with_delta.
 template <int kVecs, int kMaxCopies, int kBlock = kThreads, class Between>
@@ -263,15 +279,9 @@ __device__ __forceinline__ void normed_with_delta_loads_first(const bf16* residu
 #pragma unroll
     for (int j = 0; j < kMaxCopies; ++j) {
       if (j >= copies) break;
-      const float4 d0 = d_raw[v][j][0], d1 = d_raw[v][j][1];
-      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
-      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+      add_delta_copy(d, d_raw[v][j][0], d_raw[v][j][1]);
     }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      hn[v][e] = bf16_round(h[e] + bf16_round(d[e]));
-      sq += hn[v][e] * hn[v][e];
-    }
+    fold_delta(h, d, hn[v], sq);
   }
   normed_by_block_sum<kVecs, kBlock>(hn, sq, norm_w, eps, hidden, warp_sq, x);
 }
@@ -298,15 +308,9 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
     float d[8] = {};
     for (int j = 0; j < copies; ++j) {
       const float4* copy = reinterpret_cast<const float4*>(delta + j * hidden);
-      const float4 d0 = __ldcg(copy + 2 * col), d1 = __ldcg(copy + 2 * col + 1);
-      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
-      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+      add_delta_copy(d, __ldcg(copy + 2 * col), __ldcg(copy + 2 * col + 1));
     }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      hn[v][e] = bf16_round(h[e] + bf16_round(d[e]));
-      sq += hn[v][e] * hn[v][e];
-    }
+    fold_delta(h, d, hn[v], sq);
   }
   normed_by_block_sum<kVecs, kBlock>(hn, sq, norm_w, eps, hidden, warp_sq, x);
 }
