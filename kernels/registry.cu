@@ -123,6 +123,8 @@ void launch_gemv_norm_v15(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v15_supports(const NormGemvArgs&);
 void launch_gemv_norm_v16(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v16_supports(const NormGemvArgs&);
+void launch_gemv_norm_v17(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v17_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -385,6 +387,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                       "into the ring, and send the norm's loads ahead of the ring's copies (sm_90; "
                                       "elsewhere v12; v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v16, gemv_norm_v16_supports},
+      {"v17_gemv_norm_ring_pair", "v12 in clusters of two CTAs: each reads half the columns of h and the delta "
+                                  "copies for the norm and takes the other half from its partner's shared memory "
+                                  "(sm_90; elsewhere v12; v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v17, gemv_norm_v17_supports},
   };
   return v;
 }

@@ -7,6 +7,14 @@
 // of 8), copies the first kStages - 1 groups (128 KB) into shared memory from the moment it is resident (before
 // the PDL wait: weights), and multiplies 8 rows at a time with one transposed warp sum; the 16 warp sums of a row
 // meet in shared memory at the end. Other batch sizes and shapes the ring does not take: v10.
+// v17_gemv_norm_ring_pair (kPair): v12 launched in clusters of two CTAs that split the norm's reads. With the MLP's
+// output as four fp32 copies of the delta (NormMlpArgs::delta_copies), every CTA of v12 reads the same 72 KB from
+// L2 after its PDL wait (8 KB of h, 64 KB of delta): 9.5 MB of reads of the same lines by 132 SMs at once, and the
+// normed input is ready ~3.5 us after the wait (session 11's trace). Here each CTA of a pair reads half the
+// columns, writes its bf16 h' into its shared memory and its warps' sums of squares, and after one cluster barrier
+// takes the other half from its partner's shared memory (DSMEM): half the L2 reads, the same bits as v12 (the same
+// h' and the same 16 warp sums added in the same order).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "kernels/02_gemm/gemv_ring.cuh"
@@ -39,6 +47,66 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
   if (trace != nullptr && threadIdx.x == 0) trace[blockIdx.x * kNormGemvTraceEvents + event] = global_timer_ns();
 }
 
+// v17: gemv_ring::normed_with_delta for a cluster of two CTAs that each read half the columns. The warps
+// [rank * W / 2, (rank + 1) * W / 2) of CTA `rank` (W = kBlock / 32) load their columns of h and of the delta
+// copies, keep bf16 h' in hn_s and their warp sums of squares in warp_sq; after a cluster barrier the other warps
+// read theirs from the partner's shared memory. The result is normed_with_delta's bit for bit. The caller must
+// call cluster_arrive_after_reads() after this (every thread) and cluster_wait_before_exit() before the CTA exits:
+// the partner reads this CTA's shared memory until it arrives. PRECOND: sm_90, launched in clusters of 2 along x;
+// hidden / 8 <= kBlock (one piece a thread); hn_s holds hidden bf16, warp_sq kBlock / 32 floats, both shared.
+template <int kBlock>
+__device__ __forceinline__ void normed_with_delta_pair(const bf16* residual, const float* delta, int copies,
+                                                       const uint4 (&norm_w)[1], float eps, int64_t hidden,
+                                                       float* warp_sq, bf16* hn_s, float (&x)[1][8]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kBlockWarps = kBlock / kWarpSize, kHalfWarps = kBlockWarps / 2;
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const unsigned rank = cluster.block_rank(), partner = rank ^ 1u;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int64_t col = threadIdx.x;  // this thread's 8 columns
+  const bool loads_here = unsigned(warp / kHalfWarps) == rank;
+  float hn[1][8] = {};
+  if (loads_here) {
+    float sq = 0.0f;
+    if (col < hidden / 8) {
+      float h[8], d[8] = {};
+      bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
+      for (int j = 0; j < copies; ++j) {
+        const float4* copy = reinterpret_cast<const float4*>(delta + j * hidden);
+        gemv_ring::add_delta_copy(d, __ldcg(copy + 2 * col), __ldcg(copy + 2 * col + 1));
+      }
+      gemv_ring::fold_delta(h, d, hn[0], sq);
+      reinterpret_cast<Bf16x8*>(hn_s)[col] = float_to_bf16x8(hn[0]);  // h' is bf16-rounded: exact
+    }
+    sq = warp_sum(sq);
+    if (lane == 0) warp_sq[warp] = sq;
+  }
+  cluster.sync();  // both halves of h' and all warp sums written and visible to the pair
+  const float* partner_sq = cluster.map_shared_rank(warp_sq, partner);
+  if (!loads_here && col < hidden / 8)
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(cluster.map_shared_rank(hn_s, partner))[col], hn[0]);
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kBlockWarps; ++w) total += unsigned(w / kHalfWarps) == rank ? warp_sq[w] : partner_sq[w];
+  gemv_ring::scale_normed<1, kBlock>(hn, norm_w, 1.0f / sqrtf(total / float(hidden) + eps), hidden, x);
+#endif
+}
+
+// The pair's last use of each other's shared memory: every thread arrives once it is done reading the partner's,
+// and waits for the partner's arrival before its CTA exits (its shared memory must outlive the partner's reads).
+__device__ __forceinline__ void cluster_arrive_after_reads() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait_before_exit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
 // kFull (v13, v14): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
 // issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
 // (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
@@ -47,7 +115,10 @@ __device__ __forceinline__ void stamp(uint64_t* trace, int event) {
 // copying groups into its ring (prewait_groups 0), and after it sends the norm's loads out before the ring's first
 // copies, so that nothing queued for this SM delays them (ITERATIONS.md session 8: ~3.5 us from the wait to the
 // normed input behind v12's 128 KB); the ring's first groups then come from L2.
-template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads, bool kL2First = false>
+// kPair (v17, kVecs 1, launched in clusters of 2): the delta form's norm split over the pair
+// (normed_with_delta_pair); h' sits in shared memory after the warp sums.
+template <int kVecs, int kGroup, bool kFull, bool kTma, int kBlock = kThreads, bool kL2First = false,
+          bool kPair = false>
 __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kFull ? kStages : kStages - 1;
   constexpr int kBlockWarps = kBlock / kWarpSize;
@@ -106,7 +177,17 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
     if (!kFull)
       for (int g = 0; g < kInFlight; ++g)
         if (g >= prewait_groups) issue(g);
-    if (a.residual_delta != nullptr)
+    if constexpr (kPair) {
+      static_assert(kVecs == 1, "v17: one piece of a row a thread");
+      bf16* hn_s = reinterpret_cast<bf16*>(smem_raw + Ring::kBytes + size_t(kBlockWarps) * dots_stride * 4);
+      if (a.residual_delta != nullptr)
+        normed_with_delta_pair<kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k, warp_sq,
+                                       hn_s, x);
+      else
+        gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w,
+                                                       a.eps, a.k, x);
+      cluster_arrive_after_reads();
+    } else if (a.residual_delta != nullptr)
       gemv_ring::normed_with_delta<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k,
                                                   warp_sq, x);
     else
@@ -139,13 +220,15 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
     a.y[row0 + i] = __float2bfloat16_rn(y);
   }
   stamp(a.trace, kTraceEnd);
+  if constexpr (kPair) cluster_wait_before_exit();
 }
 
-template <int kVecs, int kGroup, int kBlock = kThreads>
+// The ring, the warp sums (kBlock / 32, rows per CTA) and, for v17 (pair), h' as bf16 (hidden).
+template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false>
 size_t smem_for(const NormGemvArgs& a) {
   const int64_t ctas = device_sm_count();
   return gemv_ring::Ring<kVecs, kGroup, kStages, kStages - 1, kBlock>::kBytes +
-         size_t(kBlock / kWarpSize * ((a.n + ctas - 1) / ctas)) * sizeof(float);
+         size_t(kBlock / kWarpSize * ((a.n + ctas - 1) / ctas)) * sizeof(float) + (kPair ? size_t(a.k) * 2 : 0);
 }
 
 size_t ring_smem_for(const NormGemvArgs& a) { return a.k / 8 <= kThreads ? smem_for<1, 8>(a) : smem_for<2, 4>(a); }
@@ -178,6 +261,48 @@ void launch_ring_or_v10(const NormGemvArgs& a, cudaStream_t stream) {
     launch_ring<1, 8, kFull, kTma, kThreads, kL2First>(a, stream);
   else
     launch_ring<2, 4, kFull, kTma, kThreads, kL2First>(a, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+// v17: v12's kernel with the pair's norm, in clusters of two CTAs (one per SM, as v12). Taken where the device
+// has clusters, the ring takes the shape with one piece of a row a thread (k / 8 <= 512), the SM count is even and
+// every pair can be resident at once (cudaOccupancyMaxActiveClusters: a second wave of pairs would wait for the
+// first to finish).
+constexpr auto kPairKernel = norm_gemv_ring_kernel<1, 8, false, false, kThreads, false, true>;
+
+cudaLaunchConfig_t pair_config(const NormGemvArgs& a, cudaLaunchAttribute (&cluster)[1]) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(device_sm_count()));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = smem_for<1, 8, kThreads, true>(a);
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = 2;
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  config.attrs = cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+bool pair_takes(const NormGemvArgs& a) {
+  if (device_compute_major() < 9 || !ring_supports(a) || a.k / 8 > kThreads || device_sm_count() % 2 != 0 ||
+      smem_for<1, 8, kThreads, true>(a) > size_t(device_optin_smem_bytes()))
+    return false;
+  cudaLaunchAttribute cluster[1];
+  const cudaLaunchConfig_t config = pair_config(a, cluster);
+  CUDA_CHECK(cudaFuncSetAttribute(kPairKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(config.dynamicSmemBytes)));
+  int clusters = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kPairKernel, &config));
+  return int64_t(clusters) * 2 >= device_sm_count();
+}
+
+void launch_pair(const NormGemvArgs& a, cudaStream_t stream) {
+  const size_t smem = smem_for<1, 8, kThreads, true>(a);
+  CUDA_CHECK(cudaFuncSetAttribute(kPairKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // v12's two groups before the PDL wait.
+  launch_clustered(kPairKernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, 2u, a,
+                   kStages - 1);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -229,6 +354,15 @@ bool gemv_norm_v16_supports(const NormGemvArgs& a) { return gemv_norm_v16_takes(
 void launch_gemv_norm_v16(const NormGemvArgs& a, cudaStream_t stream) {
   if (!gemv_norm_v16_takes(a)) return launch_gemv_norm_v12(a, stream);
   launch_ring_or_v10<true, false, true>(a, stream);
+}
+
+// v17_gemv_norm_ring_pair: v12 in clusters of two CTAs that split the norm's reads of h and the delta copies
+// (sm_90; elsewhere, or where the pairs do not fit at once, v12).
+bool gemv_norm_v17_supports(const NormGemvArgs& a) { return pair_takes(a) || gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!pair_takes(a)) return launch_gemv_norm_v12(a, stream);
+  launch_pair(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -1959,7 +1959,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
                                                      "v12_gemv_norm_ring", "v13_gemv_norm_ring_full",
                                                      "v14_gemv_norm_ring_tma", "v15_gemv_norm_ring_256t",
-                                                     "v16_gemv_norm_ring_l2_first"};
+                                                     "v16_gemv_norm_ring_l2_first", "v17_gemv_norm_ring_pair"};
   struct Case {
     std::string name;
     int64_t n, k;
