@@ -24,6 +24,7 @@ def summarize(path):
     t = load(path)
     layers, ctas, events = t["layers"], t["ctas"], t["events"]
     names = t.get("event_names", EVENTS)
+    times = [e for e in names if e != "sm"]  # "sm": the CTA's SM, not a time (bench/sm_spread.py reads it)
     last = names.index("end") if "end" in names else events - 1
     stamps = t["stamps_ns"]
     sums = {e: [0.0, 0.0, 0] for e in names}  # mean-sum, max-sum, layers counted
@@ -34,6 +35,8 @@ def summarize(path):
         starts.append(ref)
         spans.append((max(r[last] for r in rows) - ref) / 1e3)
         for i, e in enumerate(names):
+            if e not in times:
+                continue
             vals = [(r[i] - ref) / 1e3 for r in rows if r[i] != 0]
             if not vals:
                 continue
@@ -44,7 +47,7 @@ def summarize(path):
           f"launch span (first start -> last end) {sum(spans) / len(spans):.2f} us mean, layer period "
           f"{(starts[-1] - starts[0]) / 1e3 / max(1, layers - 1):.2f} us")
     print(f"{'event':<12} {'mean us':>8} {'slowest':>8}")
-    for e in names:
+    for e in times:
         s = sums[e]
         if s[2]:
             print(f"{e:<12} {s[0] / s[2]:8.2f} {s[1] / s[2]:8.2f}")

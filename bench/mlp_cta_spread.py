@@ -44,6 +44,7 @@ def main(path):
     t = load(path)
     names, ctas, events, layers = t["event_names"], t["ctas"], t["events"], t["layers"]
     idx = {e: i for i, e in enumerate(names)}
+    names = [e for e in names if e != "sm"]  # the CTA's SM, not a time (bench/sm_spread.py reads it)
     stamps = t["stamps_ns"]
     # Layer 0 runs after the embedding, not after an attention launch: left out, as the last (no next layer).
     rows = {e: [] for e in names}
