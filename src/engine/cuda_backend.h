@@ -60,9 +60,11 @@ struct EngineOptions {
   std::string decode_layers = "off";
   // The batch-1 fused attention and the o projection with its residual add in one launch (kernels/registry.h
   // qkv_attention_o_versions), or "off": qkv_attention then the residual GEMV. Used in the folded-norm chain where
-  // the version supports the shape and device (sm_90), and only while decode_qkv_attention is not "off". v2 (H200, Qwen3-8B, one lease): 4.328 vs 4.324 ms per step at
-  // context 128, 4.420 vs 4.435 at 1024, 4.728 vs 4.870 at 8192 (ITERATIONS.md session 5); v1 was slower.
-  std::string decode_attention_o = "v2_qkv_attention_o_head_merge";
+  // the version supports the shape and device (sm_90), and only while decode_qkv_attention is not "off". v2 (H200,
+  // Qwen3-8B, one lease): 4.328 vs 4.324 ms per step at context 128, 4.420 vs 4.435 at 1024, 4.728 vs 4.870 at 8192
+  // (ITERATIONS.md session 5); v1 was slower. v9 (v2's work with its tuning and diagnostic paths compiled out), on
+  // three leases: 1.0062x-1.008x of v2 at 8192, 0.998x-0.999x at 128 and 1024 (sessions 11 and 12).
+  std::string decode_attention_o = "v9_qkv_attention_o_lean";
   // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
   int32_t attention_o_keys_per_split = 0;
   int32_t attention_o_smem_bytes = 0;
