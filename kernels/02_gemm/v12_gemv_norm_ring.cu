@@ -270,39 +270,23 @@ void launch_ring_or_v10(const NormGemvArgs& a, cudaStream_t stream) {
 // first to finish).
 constexpr auto kPairKernel = norm_gemv_ring_kernel<1, 8, false, false, kThreads, false, true>;
 
-cudaLaunchConfig_t pair_config(const NormGemvArgs& a, cudaLaunchAttribute (&cluster)[1]) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(device_sm_count()));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem_for<1, 8, kThreads, true>(a);
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = 2;
-  cluster[0].val.clusterDim.y = 1;
-  cluster[0].val.clusterDim.z = 1;
-  config.attrs = cluster;
-  config.numAttrs = 1;
-  return config;
-}
-
+// Also allows the kernel the shared memory these args need (launch_pair relies on it).
 bool pair_takes(const NormGemvArgs& a) {
-  if (device_compute_major() < 9 || !ring_supports(a) || a.k / 8 > kThreads || device_sm_count() % 2 != 0 ||
-      smem_for<1, 8, kThreads, true>(a) > size_t(device_optin_smem_bytes()))
+  if (device_compute_major() < 9 || !ring_supports(a) || a.k / 8 > kThreads || device_sm_count() % 2 != 0)
     return false;
-  cudaLaunchAttribute cluster[1];
-  const cudaLaunchConfig_t config = pair_config(a, cluster);
-  CUDA_CHECK(cudaFuncSetAttribute(kPairKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(config.dynamicSmemBytes)));
-  int clusters = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kPairKernel, &config));
+  const size_t smem = smem_for<1, 8, kThreads, true>(a);
+  if (smem > size_t(device_optin_smem_bytes())) return false;
+  CUDA_CHECK(cudaFuncSetAttribute(kPairKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int clusters =
+      max_active_clusters(kPairKernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, 2u);
   return int64_t(clusters) * 2 >= device_sm_count();
 }
 
+// PRECOND: pair_takes(a) (which set the kernel's shared-memory attribute).
 void launch_pair(const NormGemvArgs& a, cudaStream_t stream) {
-  const size_t smem = smem_for<1, 8, kThreads, true>(a);
-  CUDA_CHECK(cudaFuncSetAttribute(kPairKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // v12's two groups before the PDL wait.
-  launch_clustered(kPairKernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, 2u, a,
-                   kStages - 1);
+  launch_clustered(kPairKernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem_for<1, 8, kThreads, true>(a),
+                   stream, 2u, a, kStages - 1);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -57,18 +57,15 @@ void launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// launch() with the grid's x dimension grouped into thread-block clusters of cluster_x CTAs (sm_90: the CTAs of
-// a cluster run at the same time on one GPC and can read each other's shared memory). cluster_x == 1 launches
-// without clusters. PRECOND: grid.x % cluster_x == 0; cluster_x <= 8 (the portable limit); sm_90 if > 1.
-template <class... KernelParams, class... Args>
-void launch_clustered(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                      unsigned cluster_x, Args&&... args) {
+// The configuration of a launch whose grid's x dimension is grouped into clusters of cluster_x CTAs (1: none),
+// with PDL where `pdl`; `attribute` holds the attributes the configuration points to.
+inline cudaLaunchConfig_t clustered_config(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                                           unsigned cluster_x, bool pdl, cudaLaunchAttribute (&attribute)[2]) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
-  cudaLaunchAttribute attribute[2];
   unsigned count = 0;
   if (cluster_x > 1) {
     attribute[count].id = cudaLaunchAttributeClusterDimension;
@@ -77,14 +74,39 @@ void launch_clustered(void (*kernel)(KernelParams...), dim3 grid, dim3 block, si
     attribute[count].val.clusterDim.z = 1;
     ++count;
   }
-  if (programmatic_dependent_launch()) {
+  if (pdl) {
     attribute[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[count].val.programmaticStreamSerializationAllowed = 1;
     ++count;
   }
   config.attrs = count ? attribute : nullptr;
   config.numAttrs = count;
+  return config;
+}
+
+// launch() with the grid's x dimension grouped into thread-block clusters of cluster_x CTAs (sm_90: the CTAs of
+// a cluster run at the same time on one GPC and can read each other's shared memory). cluster_x == 1 launches
+// without clusters. PRECOND: grid.x % cluster_x == 0; cluster_x <= 8 (the portable limit); sm_90 if > 1.
+template <class... KernelParams, class... Args>
+void launch_clustered(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                      unsigned cluster_x, Args&&... args) {
+  cudaLaunchAttribute attribute[2];
+  const cudaLaunchConfig_t config =
+      clustered_config(grid, block, smem_bytes, stream, cluster_x, programmatic_dependent_launch(), attribute);
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// How many clusters of cluster_x CTAs of `kernel` (block threads, smem_bytes of dynamic shared memory) the device
+// keeps resident at once (cudaOccupancyMaxActiveClusters). PRECOND: sm_90; the kernel's dynamic shared-memory
+// attribute already allows smem_bytes.
+template <class... KernelParams>
+int max_active_clusters(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes,
+                        unsigned cluster_x) {
+  cudaLaunchAttribute attribute[2];
+  const cudaLaunchConfig_t config = clustered_config(grid, block, smem_bytes, nullptr, cluster_x, false, attribute);
+  int clusters = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  return clusters;
 }
 
 }  // namespace qwen3::kernels
