@@ -39,6 +39,16 @@ using kernels::gemv_ring::kThreads;  // 512: a 4096-wide bf16 row is one 16-byte
 constexpr int kGroup = 8;            // rows a ring stage: 64 KB
 constexpr int kStages = 3;
 constexpr int64_t kHidden = 4096;
+using StreamRing = kernels::gemv_ring::Ring<1, kGroup, kStages, kStages>;  // the MLP's ring: 192 KB in flight
+
+// Ids %smid may take here: the SM count with room for gaps. An id past it ends the program (check_sm_id).
+int sm_id_bound(int sms) { return 2 * sms; }
+
+void check_sm_id(uint32_t id, int bound) {
+  if (id < uint32_t(bound)) return;
+  std::fprintf(stderr, "error: %%smid %u is past the %d ids this tool keeps room for\n", id, bound);
+  std::exit(1);
+}
 
 __device__ __forceinline__ uint32_t sm_id() {
   uint32_t id;
@@ -63,7 +73,7 @@ __global__ void cluster_probe(uint32_t* sm_of_cta) {
 // rows, and stamps (smid, start, end) at stamps[3 c ..]. The dot products go to sink so that nothing is elided.
 __global__ void __launch_bounds__(kThreads, 1) stream_rows(const bf16* weights, int64_t rows, float* sink,
                                                            uint64_t* stamps) {
-  using Ring = kernels::gemv_ring::Ring<1, kGroup, kStages, kStages>;
+  using Ring = StreamRing;
   extern __shared__ __align__(16) unsigned char smem[];
   const uint64_t start = kernels::global_timer_ns();
   const Ring ring{reinterpret_cast<uint4*>(smem), kHidden / 8, kernels::make_evict_first_policy()};
@@ -131,6 +141,7 @@ std::vector<int> gpc_map(int sms, int sm_ids) {
       std::vector<uint32_t> sm(static_cast<size_t>(ctas), 0);
       BENCH_CHECK(cudaMemcpy(sm.data(), sm_of_cta, sm.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
       for (int c = 0; c < ctas; ++c) {
+        check_sm_id(sm[size_t(c)], sm_ids);
         seen[sm[size_t(c)]] = true;
         const int a = find(parent, int(sm[size_t(c)])), b = find(parent, int(sm[size_t(c - c % size)]));
         parent[size_t(std::max(a, b))] = std::min(a, b);
@@ -168,16 +179,11 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   const GpuInfo gpu = gpu_info();
   const int sms = gpu.sm_count;
-  int sm_ids = 0;  // %nsmid: SM ids may have gaps
-  {
-    int major = 0;
-    BENCH_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu.device));
-    if (major < 9) {
-      std::printf("sm_rates needs thread-block clusters (sm_90); this is sm_%d\n", major * 10);
-      return 1;
-    }
-    sm_ids = 2 * sms;  // generous: ids past the count are reported if seen
+  if (gpu.cc_major < 9) {
+    std::printf("sm_rates needs thread-block clusters (sm_90); this is sm_%d\n", gpu.cc_major * 10);
+    return 1;
   }
+  const int sm_ids = sm_id_bound(sms);
   const std::vector<int> gpc = gpc_map(sms, sm_ids);
 
   const int64_t rows = mb_per_launch * 1000000 / (kHidden * 2) / sms;  // rows a CTA
@@ -191,7 +197,7 @@ int run(int argc, char** argv) {
   uint64_t* stamps = nullptr;
   BENCH_CHECK(cudaMalloc(&sink, size_t(sms) * (kThreads / kWarpSize) * sizeof(float)));
   BENCH_CHECK(cudaMalloc(&stamps, size_t(launches) * sms * 3 * sizeof(uint64_t)));
-  const size_t smem = size_t(kStages) * kGroup * kThreads * 16;
+  const size_t smem = StreamRing::kBytes;
   BENCH_CHECK(cudaFuncSetAttribute(stream_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   current_case() = "stream_rows";
   for (int i = 0; i < layers; ++i)  // warm-up
@@ -210,6 +216,7 @@ int run(int argc, char** argv) {
     uint64_t first = UINT64_MAX, last = 0;
     double sum = 0, mean_end = 0;
     for (int c = 0; c < sms; ++c) {
+      check_sm_id(uint32_t(s[3 * c]), sm_ids);
       const int sm = int(s[3 * c]);
       const double us = double(s[3 * c + 2] - s[3 * c + 1]) / 1e3;
       (i % 2 ? odd : even)[size_t(sm)].push_back(us);
