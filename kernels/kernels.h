@@ -191,6 +191,9 @@ struct QkvAttentionOArgs {
   const float* qkv_norm_partials = nullptr;  // (1, kMaxNormPartials) left by the producer of residual
   int64_t qkv_partial_count = 0;
   bf16* qkv_out = nullptr;  // (1, (q_heads + 2 * kv_heads) * head_dim)
+  // Tuning, v10 (v10_qkv_attention_o_claimed) only (last, so that the other versions' parameter offsets stay).
+  int32_t claims_ahead = 0;        // claims of K/V tiles thread 0 keeps in flight, 2, 4 or 8 (0: 2)
+  int32_t claim_static_tiles = 0;  // K/V tiles a split takes before it claims (0: the ring's depth - 1)
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

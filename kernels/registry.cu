@@ -93,6 +93,8 @@ void launch_qkv_attention_o_v8(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v8_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v9(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v9_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v10(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v10_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -322,6 +324,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v9_qkv_attention_o_lean", "v2 with its tuning and diagnostic paths compiled out (the L2 prefetch of "
                                   "unstaged o rows, the loops run twice) (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v9, qkv_attention_o_v9_supports},
+      {"v10_qkv_attention_o_claimed", "v9 whose splits of a kv head share its keys out while they run: static "
+                                      "tiles, then tiles claimed from a per-head counter, so a slow split takes "
+                                      "fewer (attention_mma.cuh attend_claimed_keys; v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v10, qkv_attention_o_v10_supports},
   };
   return v;
 }

@@ -216,4 +216,268 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
   cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
 }
 
+// Where attend_claimed_keys' tiles come from: a kv head's keys in tiles of kTileKeys, [0, tiles), the last one
+// (with the new key) belonging to the head's last split (the owner). Split s of `splits` first takes the static
+// tiles [s A, s A + A) (A = static_tiles, at least kStages - 1: the ones its ring issues before any claim can come
+// back); the tiles [splits A, tiles - 1) are claimed one at a time from the head's counter by whichever split is
+// ready first; the owner takes the last tile after its claims run out. Used where every split has its A static
+// tiles (claims_apply); with fewer keys the caller runs attend_keys over static ranges.
+struct ClaimedTiles {
+  int tiles;         // ceil(keys / kTileKeys)
+  int pool_end;      // tiles - 1: the tiles anyone may take end here
+  int dynamic_first;  // splits * A: the first claimed tile
+  int static_first;  // s * A
+  int static_count;  // this split's static tiles: clamp(pool_end - s A, 0, A)
+  bool owner;        // the last split
+  int last_keys;     // keys in the last tile
+};
+
+__device__ __forceinline__ bool claims_apply(int keys, int splits, int static_tiles) {
+  return (keys + kTileKeys - 1) / kTileKeys - 1 >= splits * static_tiles;
+}
+
+__device__ __forceinline__ ClaimedTiles claimed_tiles(int keys, int split, int splits, int static_tiles) {
+  ClaimedTiles t;
+  t.tiles = (keys + kTileKeys - 1) / kTileKeys;
+  t.pool_end = t.tiles - 1;
+  t.dynamic_first = splits * static_tiles;
+  t.static_first = split * static_tiles;
+  t.static_count = max(0, min(static_tiles, t.pool_end - t.static_first));
+  t.owner = split == splits - 1;
+  t.last_keys = keys - t.pool_end * kTileKeys;
+  return t;
+}
+
+// attend_keys over tiles the CTAs of a kv head share out while they run (qkv_attention_o v10): a CTA's static
+// tiles, then tiles claimed from *claims (the head's counter, zero at the launch's start; the caller resets it once
+// every split of the head is done), then the owner's last tile (ClaimedTiles). A CTA whose K/V rows arrive slower
+// claims fewer tiles, so the head's splits end closer together (at context 8192 ~8 of the 128 splits a layer ran
+// ~2.8 us behind the others, and the merge waited for them: ITERATIONS.md session 12). Each CTA's result is the
+// softmax-weighted partial over the keys it took, in shared memory as attend_keys leaves it; the caller's merge
+// weighs the splits as before. Thread 0 keeps kClaimsAhead claims in flight, so a claim's round trip is hidden
+// behind that many tiles (in registers: a claim's result is read only when its slot is resolved); slot_tile
+// (shared, keys_cap / kTileKeys ints) maps a CTA's slots to the tiles they hold.
+// keys: the head's keys (the position + 1); k_rows / v_rows: its key 0; position: the new key (from sm.new_kv,
+// prepared by the owner; never read from the cache). PRECOND: as attend_keys; static_tiles >= kStages - 1;
+// claims_apply(keys, splits, static_tiles); keys_cap / kTileKeys > static_tiles and splits x (keys_cap / kTileKeys)
+// >= the head's tiles; the same kStages and static_tiles in every split of the head.
+template <int kHeadDim, int kThreads, int kStages, int kClaimsAhead, class Prepare>
+__device__ __forceinline__ void attend_claimed_keys(const Smem& sm, int* slot_tile, const bf16* k_rows,
+                                                    const bf16* v_rows, int64_t row_stride, int keys, int position,
+                                                    int split, int splits, int static_tiles, int group, int keys_cap,
+                                                    float scale, uint32_t* claims, Prepare&& prepare) {
+  constexpr int kWarps = kThreads / kWarpSize;
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kKSteps = kHeadDim / 16;
+  constexpr int kDimTiles = kHeadDim / 8 / kWarps;
+  constexpr int kTileElems = kTileKeys * kHeadDim;
+  constexpr int kChains = 2;
+  constexpr int kIssueAhead = kStages - 1;
+  constexpr int kNone = -1;  // a slot with no tile: the K phase ended before it
+  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
+  static_assert(kClaimsAhead >= 1, "a claim in flight at least");
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;
+  const int p_row = p_stride(keys_cap);
+  const int cap = keys_cap / kTileKeys;
+  const ClaimedTiles ct = claimed_tiles(keys, split, splits, static_tiles);
+  __shared__ int k_slots;  // the CTA's K slots, written by thread 0 once known (kNone before)
+
+  constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
+  static_assert(kThreads % kChunks == 0 && kKeyStep % 8 == 0 && kTileKeys % kKeyStep == 0, "lean tile loads");
+  const int piece = threadIdx.x % kChunks, key_base = threadIdx.x / kChunks;
+  const int smem_base = swizzled<kHeadDim>(key_base, piece);
+  const int64_t gmem_base = int64_t(key_base) * row_stride + piece * 8;
+
+  // The slots every thread knows without a claim: the static ones, and if they are all there is (the static range
+  // clipped, or nothing left to claim) the owner's last tile right after them. known_slots: -1 while claims decide.
+  // (claims_apply: every split has its static_tiles.) Not written as static_count == static_tiles: ptxas of CUDA
+  // 13.0 compiled that test of max(0, min(1, x)) to the predicate output of a VIMNMX.RELU, which reads "x was in
+  // [0, 1]", not "the clamp is 1", on the H200 (profiles/ptxas-vimnmx-relu.md), and no split ever claimed a tile.
+  const bool claims_open = ct.dynamic_first < ct.pool_end;
+  const int known_slots = claims_open ? -1 : ct.static_count + (ct.owner ? 1 : 0);
+  const auto static_tile = [&](int slot) {  // PRECOND: slot < static_count, or the owner's slot after them
+    return slot < ct.static_count ? ct.static_first + slot : ct.pool_end;
+  };
+
+  // Thread 0: the claims. A claim's value c is tile dynamic_first + c while that is before pool_end; the first one
+  // past it ends the K phase (the owner's last tile takes that slot). Claims stop at the CTA's capacity (the owner
+  // keeps its last slot for its own tile).
+  uint32_t pending[kClaimsAhead];
+  int next_resolve = ct.static_count, next_claim = ct.static_count;
+  bool ended = !claims_open;
+  const int claim_cap = ct.owner ? cap - 1 : cap;
+  const auto claim = [&](int k) {
+    if (next_claim < claim_cap && !ended) {
+      pending[k] = atomicAdd(claims, 1u);
+      ++next_claim;
+    } else {
+      pending[k] = 0xffffffffu;  // no claim: resolves as the end
+    }
+  };
+  // Resolves slot next_resolve from pending[0] into slot_tile and shifts the claims in flight. Thread 0 only.
+  const auto resolve_next = [&] {
+    const int slot = next_resolve++;
+    if (ended) return;
+    const int tile = pending[0] < 0xffffffffu && ct.dynamic_first + int(pending[0]) < ct.pool_end
+                         ? ct.dynamic_first + int(pending[0])
+                         : kNone;
+    if (tile != kNone) {
+      slot_tile[slot] = tile;
+      if (slot + 1 == cap) {  // (a non-owner at its capacity)
+        k_slots = cap;
+        ended = true;
+      }
+    } else {
+      slot_tile[slot] = ct.owner ? ct.pool_end : kNone;
+      k_slots = ct.owner ? slot + 1 : slot;
+      ended = true;
+    }
+#pragma unroll
+    for (int k = 0; k + 1 < kClaimsAhead; ++k) pending[k] = pending[k + 1];
+  };
+  if (threadIdx.x == 0) {
+    k_slots = known_slots >= 0 ? known_slots : kNone;
+#pragma unroll
+    for (int k = 0; k < kClaimsAhead; ++k) claim(k);
+  }
+
+  // Ring position i: K slot i while i < k_slots, else V slot i - k_slots. PRECOND (for every position issued): its
+  // slot is known (static, or resolved by thread 0 before the barrier that precedes the issue).
+  const auto slot_of = [&](int slot) { return slot < ct.static_count || known_slots >= 0 ? static_tile(slot)
+                                                                                         : slot_tile[slot]; };
+  auto issue = [&](int i, int n) {  // n: the K slots, or kNone while not known (then i is a K position)
+    const bool is_v = n != kNone && i >= n;
+    if (!(is_v && i - n >= n)) {
+      const int slot = is_v ? i - n : i;
+      const int tile = slot_of(slot);
+      const int first = tile * kTileKeys;
+      const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;
+      bf16* dst = sm.ring + (i % kStages) * kTileElems;
+      const int end = keys - first - key_base, skip = position - first - key_base;
+#pragma unroll
+      for (int j = 0; j < kLoadsPerThread; ++j) {
+        const bool load = j * kKeyStep < end && j * kKeyStep != skip;
+        cp_async_16B_zfill(dst + smem_base + j * kKeyStep * kHeadDim,
+                           load ? src + gmem_base + int64_t(j * kKeyStep) * row_stride : src, load ? 16 : 0);
+      }
+    }
+    cp_async_commit();
+  };
+  // The first kIssueAhead positions need no claim: static slots, then (where that is all) the owner's tile and V slots.
+#pragma unroll
+  for (int i = 0; i < kIssueAhead; ++i) issue(i, known_slots >= 0 ? known_slots : kNone);
+
+  prepare();
+  __syncthreads();  // (k_slots written)
+  const int n0 = k_slots;
+  if (n0 == 0 && threadIdx.x < group) {  // no keys for this CTA: weight 0 in the merge
+    sm.stat_max[threadIdx.x] = -FLT_MAX;
+    sm.stat_sum[threadIdx.x] = 0.0f;
+  }
+
+  uint32_t q_frag[kKSteps][2];
+#pragma unroll
+  for (int s = 0; s < kKSteps; ++s) {
+    const bool valid = gid < group;
+    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
+    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
+  }
+  float o_acc[kChains][kDimTiles][4] = {};
+
+  for (int i = 0;; ++i) {
+    // Thread 0 resolves the slot the issue below needs (claimed kClaimsAhead resolutions ago) and claims another.
+    if (threadIdx.x == 0 && !ended && next_resolve <= i + kIssueAhead) {
+      resolve_next();
+      claim(kClaimsAhead - 1);
+    }
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i is in for every thread, every thread is done with tile i - 1's slot; k_slots is set
+    const int n = k_slots;  // kNone while the K phase has not ended
+    if (n != kNone && i >= 2 * n) break;
+    issue(i + kIssueAhead, n);
+    bf16* tile = sm.ring + (i % kStages) * kTileElems;
+    const bool is_v = n != kNone && i >= n;
+    const int slot = is_v ? i - n : i;
+    const int first = slot * kTileKeys;  // the slot's keys in this CTA's scores and P
+    if (ct.owner && n != kNone && slot == n - 1) {  // the owner's last tile: the new key from shared memory
+      const int key = position - ct.pool_end * kTileKeys;
+      for (int c = threadIdx.x; c < kChunks; c += kThreads)
+        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, c)) =
+            *reinterpret_cast<const uint4*>(sm.new_kv + (is_v ? kHeadDim : 0) + c * 8);
+      __syncthreads();
+    }
+    if (!is_v) {
+      float s_acc[kChains][4] = {};
+      const int row = warp * 8 + lane % 8;
+#pragma unroll
+      for (int s = 0; s < kKSteps; s += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
+        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
+        mma_bf16_16816(s_acc[0], a0, b0);
+        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+      const int local = first + warp * 8 + tig * 2;  // every key of the slot: the softmax masks the invalid ones
+      if (gid < group) {
+        sm.scores[gid * keys_cap + local] = s_acc[0][0] * scale;
+        sm.scores[gid * keys_cap + local + 1] = s_acc[0][1] * scale;
+      }
+    } else {
+      if (i == n) {  // every score is in: P = bf16(exp(s - max)) over this CTA's valid keys
+        const int valid_keys = n * kTileKeys - (ct.owner ? kTileKeys - ct.last_keys : 0);
+        for (int g = warp; g < group; g += kWarps) {
+          float m = -FLT_MAX;
+          for (int key = lane; key < valid_keys; key += kWarpSize) m = fmaxf(m, sm.scores[g * keys_cap + key]);
+          m = warp_max(m);
+          float sum = 0.0f;
+          for (int key = lane; key < n * kTileKeys; key += kWarpSize) {
+            const bf16 e = __float2bfloat16_rn(key < valid_keys ? expf(sm.scores[g * keys_cap + key] - m) : 0.0f);
+            sm.p_s[g * p_row + key] = e;
+            sum += __bfloat162float(e);
+          }
+          sum = warp_sum(sum);
+          if (lane == 0) {
+            sm.stat_max[g] = m;
+            sm.stat_sum[g] = sum;
+          }
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int j = 0; j < kTileKeys / 16; ++j) {
+        const int kb = first + 16 * j;
+        const bool valid = gid < group;
+        const uint32_t pa[4] = {
+            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + tig * 2) : 0u, 0u,
+            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + 8 + tig * 2) : 0u, 0u};
+        const int key = 16 * j + lane % 16;
+#pragma unroll
+        for (int t = 0; t < kDimTiles; ++t) {
+          uint32_t b[2];
+          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
+          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int t = 0; t < kDimTiles; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
+  if (gid < group)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
+      sm.partial[gid * kHeadDim + col] = o_acc[0][t][0];
+      sm.partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
+    }
+  cp_async_wait<0>();
+}
+
 }  // namespace qwen3::kernels::attention_mma

@@ -149,8 +149,12 @@ enum QkvAttentionOTraceEvent {
 // 3 splits a head, 256 KB at 16), one more counter round trip for far fewer bytes read by all CTAs at once.
 // kLean (v9): v2 with the tuning and diagnostic paths compiled out (the L2 prefetch of unstaged o rows, the
 // attention and o loops run twice): what is left is v2's default work.
+// kClaimsAhead > 0 (v10, with kLean): the splits of a kv head share its keys out while they run
+// (attention_mma::attend_claimed_keys): static tiles first, then tiles claimed from a per-head counter in the
+// workspace (the words after the splits-done counters), kClaimsAhead claims in flight, the owner's last tile at its
+// end.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false>
+          bool kLean = false, int kClaimsAhead = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -336,6 +340,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // same partial and rewrites the same cache row), thread 0 stamping o_staged between the passes: the second pass
     // finds its instructions fetched and its K/V rows in L2.
     const int attention_passes = !kLean && a.chain_steps > 0 && (a.chain_steps & 16) ? 2 : 1;
+    // v10: the tiles each split takes before it claims any (the ring's kStages - 1 at least; tuning field).
+    const int claim_static_tiles = max(kStages - 1, int(a.claim_static_tiles));
     for (int pass = 0; pass < attention_passes; ++pass) {
       if (pass == 1) {
         __syncthreads();  // the first pass's shared memory is read
@@ -349,6 +355,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             a.attention.scale, [&] {
               qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
                                                                     range.new_key >= 0, q_s, new_kv);
+            });
+      } else if (kClaimsAhead > 0 && attention_mma::claims_apply(position + 1, splits, claim_static_tiles)) {
+        __shared__ int slot_tile[kMaxKeysPerSplit / kTileKeys];
+        const int64_t head_row = slot * p.max_ctx * row_stride + int64_t(kv_head) * kHeadDim;  // its key 0
+        attention_mma::attend_claimed_keys<kHeadDim, kThreads, kStages, (kClaimsAhead > 0 ? kClaimsAhead : 1)>(
+            sm, slot_tile, p.k_cache + head_row, p.v_cache + head_row, row_stride, position + 1, position, split,
+            splits, claim_static_tiles, group, keys_cap, a.attention.scale, head_arrivals + p.kv_heads + kv_head,
+            [&] {
+              qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
+                                                                    split == splits - 1, q_s, new_kv);
             });
       } else {
         attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
@@ -384,6 +400,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (threadIdx.x == 0) {
         last_split = atomicAdd(head_arrivals + kv_head, 1u) + 1 == uint32_t(splits);
         if (last_split) head_arrivals[kv_head] = 0;  // every split of the head is in: ready for the next launch
+        if (kClaimsAhead > 0 && last_split) head_arrivals[p.kv_heads + kv_head] = 0;  // (every claim made too)
       }
       __syncthreads();
       if (last_split) {
@@ -647,8 +664,9 @@ struct Plan {
   size_t smem_budget;
 };
 
-// warp_keys: v6, whose attention core has no K/V ring (stages 0).
-Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false) {
+// warp_keys: v6, whose attention core has no K/V ring (stages 0). claim: v10, whose CTAs may take more keys than a
+// static split (its keys_cap holds the most slots one may fill; its ring depth is v9's).
+Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   Plan plan{};
   plan.grid = grid_for(a.hidden, p.kv_heads);
@@ -662,6 +680,16 @@ Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false) {
   plan.smem_budget = a.smem_bytes > 0 ? std::min(size_t(a.smem_bytes), kMaxSmem - kStaticSmemSlack) : kDefaultSmem;
   // K/V ring depth: 2 tiles where a split has at most two, else 4, or the tuning field's 2 / 4 / 8.
   plan.stages = warp_keys ? 0 : a.ring_stages > 0 ? a.ring_stages : plan.keys_cap <= 2 * kTileKeys ? 2 : 4;
+  if (claim) {
+    // A split's share of the tiles, at the largest context (max_splits) or below it (fewer splits, each at most
+    // keys_per_split keys and a tile), two more for the fast ones, and at least its static tiles, a claimed one and
+    // the owner's: splits x slots >= the head's tiles, so every claim fits somewhere.
+    const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
+    const int64_t share = std::max<int64_t>((tiles + plan.max_splits - 1) / plan.max_splits,
+                                            (plan.keys_per_split + kTileKeys - 1) / kTileKeys + 1);
+    const int64_t slots = std::max<int64_t>(share + 2, plan.stages + 1);
+    plan.keys_cap = int(slots * kTileKeys);
+  }
   return plan;
 }
 
@@ -672,10 +700,10 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false>
+          bool kLean = false, int kClaimsAhead = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel =
-      qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>;
+      qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -688,14 +716,15 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
 
-template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false>
+template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
+          int kClaimsAhead = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
   }
 }
 
@@ -703,18 +732,18 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false>
+          bool kLean = false, int kClaimsAhead = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a, kWarpKeys);
+  const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
     if (a.attention.prep.head_dim == 128)
       launch_stages<128, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -732,8 +761,8 @@ int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_
 
 namespace {
 
-// What every version needs; warp_keys: v6's plan (no K/V ring).
-bool supports(const QkvAttentionOArgs& a, bool warp_keys) {
+// What every version needs; warp_keys: v6's plan (no K/V ring); claim: v10's.
+bool supports(const QkvAttentionOArgs& a, bool warp_keys, bool claim = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   if (p.tokens != 1 || (p.head_dim != 64 && p.head_dim != 128)) return false;
   if (p.kv_heads < 1 || p.q_heads % p.kv_heads != 0 || p.q_heads / p.kv_heads > kMaxGroup) return false;
@@ -744,7 +773,7 @@ bool supports(const QkvAttentionOArgs& a, bool warp_keys) {
   if (a.keys_per_split < 0 || a.keys_per_split > kMaxKeysPerSplit || a.smem_bytes < 0) return false;
   if (a.ring_stages != 0 && a.ring_stages != 2 && a.ring_stages != 4 && a.ring_stages != 8) return false;
   if (device_compute_major() < 9) return false;
-  const Plan plan = plan_for(a, warp_keys);
+  const Plan plan = plan_for(a, warp_keys, claim);
   // Every CTA resident at once (one per SM), at least one split per kv head, a split within the scores buffer,
   // partials per token within what the norm GEMVs read.
   if (plan.grid.ctas > device_sm_count() || plan.max_splits < 1 || plan.keys_cap > kMaxKeysPerSplit ||
@@ -831,6 +860,26 @@ bool qkv_attention_o_v9_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v9(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true>(a, stream);
+}
+
+// v10_qkv_attention_o_claimed: v9 whose splits of a kv head share its keys out while they run (kClaim above,
+// attention_mma::attend_claimed_keys). Refuses what v9 refuses and a K/V ring depth other than its own choice.
+// QkvAttentionOArgs::claims_ahead: the claims a CTA keeps in flight, 2 (the default), 4 or 8;
+// QkvAttentionOArgs::claim_static_tiles: the tiles each split takes before it claims (0: the ring's depth - 1).
+bool qkv_attention_o_v10_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v9_supports(a) && a.ring_stages == 0 &&
+         (a.claims_ahead == 0 || a.claims_ahead == 2 || a.claims_ahead == 4 || a.claims_ahead == 8) &&
+         a.claim_static_tiles >= 0 && a.claim_static_tiles <= kMaxKeysPerSplit / kTileKeys &&
+         supports(a, false, true);
+}
+
+void launch_qkv_attention_o_v10(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.claims_ahead == 8)
+    launch_version<true, false, 0, false, false, true, 8>(a, stream);
+  else if (a.claims_ahead == 4)
+    launch_version<true, false, 0, false, false, true, 4>(a, stream);
+  else
+    launch_version<true, false, 0, false, false, true, 2>(a, stream);
 }
 
 }  // namespace qwen3::kernels

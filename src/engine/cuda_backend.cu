@@ -831,6 +831,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_l2_prefetch_rows,
                                    o.attention_o_ring_stages,
                                    o.attention_o_chain_steps};
+      a.claims_ahead = o.attention_o_claims_ahead;
+      a.claim_static_tiles = o.attention_o_claim_static_tiles;
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
       // (v7) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
@@ -907,11 +909,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     };
     bool mlp_in_one_launch = false, mlp_runs_next_qkv = false, mlp_with_o = false;
     if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
-      const kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache(), m.v_cache()),
-                                         m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
-                                         o.attention_o_keys_per_split, o.attention_o_smem_bytes,
-                                         o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages,
-                                         o.attention_o_chain_steps};
+      kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache(), m.v_cache()),
+                                   m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
+                                   o.attention_o_keys_per_split, o.attention_o_smem_bytes,
+                                   o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages,
+                                   o.attention_o_chain_steps};
+      a.claims_ahead = o.attention_o_claims_ahead;
+      a.claim_static_tiles = o.attention_o_claim_static_tiles;
       const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
       if (!m.attention_o->supports || m.attention_o->supports(a)) {
         mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));

@@ -1128,9 +1128,11 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 // o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
+// o_claims_ahead, o_claim_static_tiles: v10's tuning fields (QkvAttentionOArgs).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
-                            int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1) {
+                            int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1,
+                            int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1274,6 +1276,8 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
                                       o_workspace_d.get()};
     o_args.attention.workspace = nullptr;  // the op brings its own
     o_args.ring_stages = o_ring_stages;
+    o_args.claims_ahead = o_claims_ahead;
+    o_args.claim_static_tiles = o_claim_static_tiles;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
     o_args.chain_steps = o_chain_steps;
@@ -1415,6 +1419,9 @@ TEST_F(GpuTest, QkvAttentionODecode) {
       {"gqa=8 (qwen3-32b)", 64, 8, 128, {300}, {}, 1, 1100},
       {"gqa=5 (qwen3-14b)", 40, 8, 128, {300}, {}, 1, 1100},
       {"gqa=2 head_dim=64 (qwen3-0.6b-like)", 16, 8, 64, {1500}, {}, 1, 2100},
+      {"ctx=1051 (v10: none to claim)", kQHeads, kKvHeads, kHeadDim, {1050}, {}, 1, 1100},
+      {"ctx=1090 (v10: one tile to claim)", kQHeads, kKvHeads, kHeadDim, {1089}, {}, 1, 1100},
+      {"ctx=1200 (v10: two tiles to claim)", kQHeads, kKvHeads, kHeadDim, {1199}, {}, 1, 1300},
   };
   for (const QkvAttentionCase& c : cases) run_qkv_attention_case(unused, c, &runner, kHidden);
   run_qkv_attention_case(unused, {"hidden=1000", kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100}, &runner, 1000);
@@ -1444,6 +1451,18 @@ TEST_F(GpuTest, QkvAttentionODecode) {
     run_qkv_attention_case(unused,
                            {"ctx=1000 slot 2 chain steps", kQHeads, kKvHeads, kHeadDim, {999}, {2}, 3, 1100, true},
                            &runner, kHidden, 0, 4, steps);
+  // v10's claims in flight and static tiles (QkvAttentionOArgs::claims_ahead, claim_static_tiles): at 8192 and 3000
+  // keys, and static tiles that leave nothing to claim at 1200 (the static path).
+  const std::vector<std::array<int32_t, 2>> claim_tunings = {{4, 0}, {8, 6}, {2, 2}};
+  for (const auto& [ahead, static_tiles] : claim_tunings) {
+    const std::string tuning = " claims " + str(ahead) + " static " + str(static_tiles);
+    run_qkv_attention_case(unused, {"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192},
+                           &runner, kHidden, 0, 0, -1, ahead, static_tiles);
+    run_qkv_attention_case(unused, {"ctx=3000" + tuning, kQHeads, kKvHeads, kHeadDim, {2999}, {}, 1, 3100},
+                           &runner, kHidden, 0, 0, -1, ahead, static_tiles);
+  }
+  run_qkv_attention_case(unused, {"ctx=1200 static 2", kQHeads, kKvHeads, kHeadDim, {1199}, {}, 1, 1300}, &runner,
+                         kHidden, 0, 0, -1, 2, 2);
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
