@@ -194,6 +194,9 @@ struct QkvAttentionOArgs {
   // Tuning, v10 (v10_qkv_attention_o_claimed) only (last, so that the other versions' parameter offsets stay).
   int32_t claims_ahead = 0;        // claims of K/V tiles thread 0 keeps in flight, 2, 4 or 8 (0: 2)
   int32_t claim_static_tiles = 0;  // K/V tiles a split takes before it claims (0: the ring's depth - 1)
+  // Tuning, v11 (v11_qkv_attention_o_late_rows) only: bit 1 the ring takes the CTA's last o rows (0: the first
+  // unstaged ones), bit 2 they are copied once every split is in (0: once the CTA's ring is free).
+  int32_t late_rows = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

@@ -95,6 +95,8 @@ void launch_qkv_attention_o_v9(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v9_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v10(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v10_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v11(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v11_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -328,6 +330,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                       "tiles, then tiles claimed from a per-head counter, so a slow split takes "
                                       "fewer (attention_mma.cuh attend_claimed_keys; v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v10, qkv_attention_o_v10_supports},
+      {"v11_qkv_attention_o_late_rows", "v9 whose CTAs copy the o rows that fit in the K/V ring into it once the "
+                                        "ring is free (after the split, or the PDL wait), so those rows arrive while "
+                                        "the other splits finish (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v11, qkv_attention_o_v11_supports},
   };
   return v;
 }

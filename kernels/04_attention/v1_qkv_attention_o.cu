@@ -153,8 +153,11 @@ enum QkvAttentionOTraceEvent {
 // (attention_mma::attend_claimed_keys): static tiles first, then tiles claimed from a per-head counter in the
 // workspace (the words after the splits-done counters), kClaimsAhead claims in flight, the owner's last tile at its
 // end.
+// kLateRows (v11, with kLean): the o rows past the staged ones that fit in the K/V ring are copied into it once the
+// ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
+// the wait for the other splits and the merge instead of coming after it.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -180,6 +183,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   stamp(a.trace, kTraceStart);
   if (threadIdx.x == 0) {
     mbarrier_init(bar, 1);
+    if (kLateRows) mbarrier_init(bar + 1, 1);  // (the late rows; the layout keeps 16 bytes for the barriers)
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -235,6 +239,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceAttended] = 0;
     a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceOStaged] = 0;
   }
+
+  // v11: rows [first_late, first_late + late) into the K/V ring, which holds late whole rows (q_dim bf16 each,
+  // packed), by warp 0 with their own mbarrier. QkvAttentionOArgs::late_rows (tuning): bit 1 takes the CTA's last
+  // rows (the warps that would stream them from global memory are the o phase's last), not the first unstaged ones;
+  // bit 2 copies them once every split is in, not as soon as the CTA's ring is free. PRECOND: called by every
+  // thread of warp 0, after a barrier that follows the CTA's last use of the ring.
+  bf16* late_s = reinterpret_cast<bf16*>(smem + l.ring);  // (late, q_dim)
+  const int late = kLateRows && kStages > 0
+                       ? min(rows - staged, int(size_t(kStages) * kTileKeys * kHeadDim * 2 / size_t(q_dim * 2)))
+                       : 0;
+  const int first_late = kLateRows && (a.late_rows & 1) ? rows - late : staged;
+  const bool late_after_splits = kLateRows && (a.late_rows & 2);
+  const auto copy_late_rows = [&] {
+    if (warp != 0 || late <= 0) return;
+    const uint64_t policy = make_evict_first_policy();
+    if (lane == 0) {
+      fence_proxy_async_shared();  // the ring's K/V reads and cp.async writes before the copies' writes
+      mbarrier_arrive_expect_tx(bar + 1, uint32_t(late * q_dim * 2));
+    }
+    __syncwarp();
+    for (int i = lane; i < late; i += kWarpSize)
+      bulk_copy_g2s(late_s + int64_t(i) * q_dim, w_rows + int64_t(first_late + i) * q_dim, uint32_t(q_dim * 2),
+                    bar + 1, policy);
+  };
 
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
@@ -376,6 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     __syncthreads();  // partial and statistics complete
+    if (kLateRows && !late_after_splits) copy_late_rows();  // (every thread is past its reads of the ring)
     // v3 with a single split: the head's output straight from shared memory, computed as the merge of one split
     // computes it (weight 1, a sum from 0), without the workspace's round trips.
     const bool lone_split = kShortChain && kHeadMerge && splits == 1;
@@ -415,6 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
     }
     stamp(a.trace, kTraceAttended);
+  } else if (kLateRows && !late_after_splits) {
+    copy_late_rows();  // a CTA without a split never uses the ring
   }
   // v4: the first two groups of the rows that are not staged into registers now (the attention CTAs: after their
   // split, when its registers are free), so their HBM round trip overlaps the wait for the attention output.
@@ -464,6 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kHeadMerge) {
     wait_for(arrivals, uint32_t(p.kv_heads));
     stamp(a.trace, kTraceAllSplits);
+    if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
     __threadfence();
     const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
     for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
@@ -488,6 +520,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int chunks = int(q_dim / 8);
   const uint4* x_vec = reinterpret_cast<const uint4*>(x_s);
   if (staged > 0) mbarrier_wait_parity(bar, 0);
+  if (late > 0) mbarrier_wait_parity(bar + 1, 0);
   stamp(a.trace, kTraceWeightsIn);
   float sq = 0.0f;
   [[maybe_unused]] float* dots = reinterpret_cast<float*>(smem + l.dots);  // v4, v5: (kWarps, rows_per_cta)
@@ -611,7 +644,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int r = 0; r < kRowsAtOnce; ++r) {
       const int row = min(first + r, rows - 1);
-      src[r] = reinterpret_cast<const uint4*>(row < staged ? w_s + int64_t(row) * q_dim : w_rows + row * q_dim);
+      const bool in_ring = row >= first_late && row < first_late + late;
+      src[r] = reinterpret_cast<const uint4*>(row < staged ? w_s + int64_t(row) * q_dim
+                                              : in_ring    ? late_s + int64_t(row - first_late) * q_dim
+                                                           : w_rows + row * q_dim);
     }
     float acc[kRowsAtOnce] = {};
 #pragma unroll 4
@@ -700,10 +736,10 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
-  constexpr auto kernel =
-      qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>;
+  constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
+                                                 kClaimsAhead, kLateRows>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -717,14 +753,17 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
-          int kClaimsAhead = 0>
+          int kClaimsAhead = 0, bool kLateRows = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
+                                                                                                      stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
+                                                                                                      stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
+                                                                                                      stream);
   }
 }
 
@@ -732,7 +771,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -741,9 +780,9 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -880,6 +919,17 @@ void launch_qkv_attention_o_v10(const QkvAttentionOArgs& a, cudaStream_t stream)
     launch_version<true, false, 0, false, false, true, 4>(a, stream);
   else
     launch_version<true, false, 0, false, false, true, 2>(a, stream);
+}
+
+// v11_qkv_attention_o_late_rows: v9 whose CTAs copy the o rows that fit in the K/V ring into it once the ring is
+// free (kLateRows above). Refuses what v9 refuses.
+// QkvAttentionOArgs::late_rows: which rows and when (0-3, bits above).
+bool qkv_attention_o_v11_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v9_supports(a) && a.late_rows >= 0 && a.late_rows <= 3;
+}
+
+void launch_qkv_attention_o_v11(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -139,6 +139,15 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
 #endif
 }
 
+// Orders the CTA's earlier generic-proxy accesses to shared memory (ordinary loads and stores, cp.async,
+// ldmatrix), made visible to this thread by a barrier, before its later async-proxy ones: a bulk copy into bytes the
+// CTA has used for something else.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
 // Arrives once without bytes (a consumer releasing a ring slot it has finished reading).
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

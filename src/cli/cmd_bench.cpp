@@ -102,7 +102,8 @@ void register_bench(CLI::App& app) {
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0,
-            attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0;
+            attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
+            attention_o_late_rows = 0;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
@@ -169,6 +170,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-claim-static-tiles", o->attention_o_claim_static_tiles,
                   "Tuning: K/V tiles each split of v10 takes before it claims more (0: its ring's depth - 1)")
       ->check(CLI::Range(0, 64));
+  cmd->add_option("--attention-o-late-rows", o->attention_o_late_rows,
+                  "Tuning: v11's o rows in the K/V ring, a bit mask: 1 the CTA's last rows (0: the first unstaged), "
+                  "2 copied once every split is in (0: once the CTA's ring is free)")
+      ->check(CLI::Range(0, 3));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
@@ -249,6 +254,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_chain_steps = o->attention_o_chain_steps;
     options.attention_o_claims_ahead = o->attention_o_claims_ahead;
     options.attention_o_claim_static_tiles = o->attention_o_claim_static_tiles;
+    options.attention_o_late_rows = o->attention_o_late_rows;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     options.mlp_ctas = o->mlp_ctas;
@@ -420,6 +426,7 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_claims_ahead > 0) j["attention_o_claims_ahead"] = options.attention_o_claims_ahead;
     if (options.attention_o_claim_static_tiles > 0)
       j["attention_o_claim_static_tiles"] = options.attention_o_claim_static_tiles;
+    if (options.attention_o_late_rows > 0) j["attention_o_late_rows"] = options.attention_o_late_rows;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();
       j["l2_persist"] = options.l2_persist;

@@ -833,6 +833,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_chain_steps};
       a.claims_ahead = o.attention_o_claims_ahead;
       a.claim_static_tiles = o.attention_o_claim_static_tiles;
+      a.late_rows = o.attention_o_late_rows;
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
       // (v7) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
@@ -916,6 +917,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                    o.attention_o_chain_steps};
       a.claims_ahead = o.attention_o_claims_ahead;
       a.claim_static_tiles = o.attention_o_claim_static_tiles;
+      a.late_rows = o.attention_o_late_rows;
       const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
       if (!m.attention_o->supports || m.attention_o->supports(a)) {
         mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));

@@ -1128,11 +1128,11 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 // o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
-// o_claims_ahead, o_claim_static_tiles: v10's tuning fields (QkvAttentionOArgs).
+// o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's (QkvAttentionOArgs).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
                             int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1,
-                            int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0) {
+                            int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0, int32_t o_late_rows = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1278,6 +1278,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.ring_stages = o_ring_stages;
     o_args.claims_ahead = o_claims_ahead;
     o_args.claim_static_tiles = o_claim_static_tiles;
+    o_args.late_rows = o_late_rows;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
     o_args.chain_steps = o_chain_steps;
@@ -1463,6 +1464,17 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   }
   run_qkv_attention_case(unused, {"ctx=1200 static 2", kQHeads, kKvHeads, kHeadDim, {1199}, {}, 1, 1300}, &runner,
                          kHidden, 0, 0, -1, 2, 2);
+  // v11's late rows, each choice of rows and time (QkvAttentionOArgs::late_rows), where every CTA attends (8192),
+  // where few do (129), and with a hidden size that leaves a short last row block.
+  for (const int32_t mode : {1, 2, 3}) {
+    const std::string tuning = " late rows " + str(mode);
+    for (const QkvAttentionCase& c :
+         {QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192},
+          QkvAttentionCase{"ctx=129" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {}, 1, 1100}})
+      run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, mode);
+    run_qkv_attention_case(unused, {"hidden=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                           &runner, 1000, 0, 0, -1, 0, 0, mode);
+  }
 }
 
 // ---- 05 silu_mul, 06 residual add -------------------------------------------------------------------------
