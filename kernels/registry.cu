@@ -97,6 +97,8 @@ void launch_qkv_attention_o_v10(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v10_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v11(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v11_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v12(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v12_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -334,6 +336,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                         "ring is free (after the split, or the PDL wait), so those rows arrive while "
                                         "the other splits finish (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v11, qkv_attention_o_v11_supports},
+      {"v12_qkv_attention_o_typed_rows", "v9 whose o loop reads a warp's staged rows with shared-memory loads and "
+                                         "its unstaged rows with global loads, not all through generic loads "
+                                         "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v12, qkv_attention_o_v12_supports},
   };
   return v;
 }

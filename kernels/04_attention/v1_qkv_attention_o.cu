@@ -153,11 +153,15 @@ enum QkvAttentionOTraceEvent {
 // (attention_mma::attend_claimed_keys): static tiles first, then tiles claimed from a per-head counter in the
 // workspace (the words after the splits-done counters), kClaimsAhead claims in flight, the owner's last tile at its
 // end.
+// kTypedRows (v12, with kLean): the o loop reads a group of rows that are all staged with shared-memory loads
+// (LDS.128) and one that is all unstaged with global loads, and the attention output with LDS.128; v1-v11 read
+// every row through one generic pointer (LD.E.128), whose loads the o loop waits on at their first use (Nsight
+// Compute, ITERATIONS.md session 13), and the attention output as four 32-bit LDS a chunk (4-way bank conflicts).
 // kLateRows (v11, with kLean): the o rows past the staged ones that fit in the K/V ring are copied into it once the
 // ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
 // the wait for the other splits and the merge instead of coming after it.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -639,24 +643,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(a.trace, kTraceOStaged);
     sq = 0.0f;
   }
-  for (int first = warp * kRowsAtOnce; kOVecs == 0 && first < rows; first += kWarps * kRowsAtOnce) {
-    const uint4* src[kRowsAtOnce];
-#pragma unroll
-    for (int r = 0; r < kRowsAtOnce; ++r) {
-      const int row = min(first + r, rows - 1);
-      const bool in_ring = row >= first_late && row < first_late + late;
-      src[r] = reinterpret_cast<const uint4*>(row < staged ? w_s + int64_t(row) * q_dim
-                                              : in_ring    ? late_s + int64_t(row - first_late) * q_dim
-                                                           : w_rows + row * q_dim);
-    }
-    float acc[kRowsAtOnce] = {};
+  // A warp's kRowsAtOnce rows from `first`, chunk c of row first + r read by load(r, c) (16 bytes).
+  const auto multiply_rows = [&](int first, float(&acc)[kRowsAtOnce], auto&& load) {
 #pragma unroll 4
     for (int c = lane; c < chunks; c += kWarpSize) {
       float x[8];
-      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
+      if constexpr (kTypedRows) {  // (v12: one LDS.128, not four conflicting 32-bit LDS)
+        const uint4 xv = load_shared_16B(x_vec + c);
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(xv), x);
+      } else {
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
+      }
       uint4 w[kRowsAtOnce];
 #pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = src[r][c];
+      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load(r, c);
 #pragma unroll
       for (int r = 0; r < kRowsAtOnce; ++r) {
         float wf[8];
@@ -664,6 +664,30 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
       }
+    }
+  };
+  for (int first = warp * kRowsAtOnce; kOVecs == 0 && first < rows; first += kWarps * kRowsAtOnce) {
+    float acc[kRowsAtOnce] = {};
+    if (kTypedRows && first + kRowsAtOnce <= staged) {
+      // v12: rows all staged, through shared-memory loads (LDS) rather than generic ones.
+      const uint4* rows_s = reinterpret_cast<const uint4*>(smem + l.w + size_t(first) * l.row_pitch);
+      multiply_rows(first, acc, [&](int r, int c) { return load_shared_16B(rows_s + r * (l.row_pitch / 16) + c); });
+    } else if (kTypedRows && first >= staged) {
+      // v12: rows all in global memory, through global loads (LDG: the pointer comes from a kernel parameter).
+      multiply_rows(first, acc, [&](int r, int c) {
+        return reinterpret_cast<const uint4*>(w_rows + int64_t(min(first + r, rows - 1)) * q_dim)[c];
+      });
+    } else {
+      const uint4* src[kRowsAtOnce];
+#pragma unroll
+      for (int r = 0; r < kRowsAtOnce; ++r) {
+        const int row = min(first + r, rows - 1);
+        const bool in_ring = row >= first_late && row < first_late + late;
+        src[r] = reinterpret_cast<const uint4*>(row < staged ? w_s + int64_t(row) * q_dim
+                                                : in_ring    ? late_s + int64_t(row - first_late) * q_dim
+                                                             : w_rows + row * q_dim);
+      }
+      multiply_rows(first, acc, [&](int r, int c) { return src[r][c]; });
     }
 #pragma unroll
     for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = warp_sum(acc[r]);
@@ -736,10 +760,10 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
-                                                 kClaimsAhead, kLateRows>;
+                                                 kClaimsAhead, kLateRows, kTypedRows>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -753,17 +777,17 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
-          int kClaimsAhead = 0, bool kLateRows = false>
+          int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
-                                                                                                      stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
+        a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
-                                                                                                      stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
+        a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan,
-                                                                                                      stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
+        a, plan, stream);
   }
 }
 
@@ -771,7 +795,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -780,9 +804,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
+        a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows>(a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
+        a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -930,6 +956,14 @@ bool qkv_attention_o_v11_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v11(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true, 0, true>(a, stream);
+}
+
+// v12_qkv_attention_o_typed_rows: v9 whose o loop reads staged rows with shared-memory loads and unstaged ones with
+// global loads, not both through generic loads (kTypedRows above). Refuses what v9 refuses.
+bool qkv_attention_o_v12_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v12(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels

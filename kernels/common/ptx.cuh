@@ -139,6 +139,21 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
 #endif
 }
 
+// 16 bytes from shared memory in one LDS.128. Reading a uint4 through a reinterpreted reference (e.g. to Bf16x8)
+// lets the compiler split it into four 32-bit LDS, which with lanes 16 bytes apart conflict 4-way each (16
+// wavefronts a warp instead of 4). Volatile: it stays after the barrier or mbarrier wait that publishes the bytes.
+__device__ __forceinline__ uint4 load_shared_16B(const void* p) {
+  uint4 v;
+#if defined(__CUDA_ARCH__)
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))));
+#else
+  v = *static_cast<const uint4*>(p);
+#endif
+  return v;
+}
+
 // Orders the CTA's earlier generic-proxy accesses to shared memory (ordinary loads and stores, cp.async,
 // ldmatrix), made visible to this thread by a barrier, before its later async-proxy ones: a bulk copy into bytes the
 // CTA has used for something else.
