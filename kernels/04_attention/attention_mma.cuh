@@ -47,6 +47,123 @@ struct Smem {
   bf16* p_s;        // (group, p_stride(keys_cap)) scratch
 };
 
+// The steps attend_keys and attend_claimed_keys share. Every thread of the CTA (kThreads of them) calls each; warp
+// and lane coordinates come from threadIdx.x (gid = lane / 4, tig = lane % 4: the mma fragment's).
+
+// Q as the A operand of every q·Kᵀ step: row gid = q head gid (zero past the group), rows 8-15 zero.
+template <int kHeadDim>
+__device__ __forceinline__ void load_q_fragments(const Smem& sm, int group, uint32_t (&q_frag)[kHeadDim / 16][2]) {
+  const int lane = threadIdx.x % kWarpSize, gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int s = 0; s < kHeadDim / 16; ++s) {
+    const bool valid = gid < group;
+    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
+    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
+  }
+}
+
+// The new key's row of K (is_v false) or V from sm.new_kv into row `key` of a swizzled tile, then a barrier.
+template <int kHeadDim, int kThreads>
+__device__ __forceinline__ void put_new_row(const Smem& sm, bf16* tile, int key, bool is_v) {
+  for (int piece = threadIdx.x; piece < kHeadDim / 8; piece += kThreads)
+    *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, piece)) =
+        *reinterpret_cast<const uint4*>(sm.new_kv + (is_v ? kHeadDim : 0) + piece * 8);
+  __syncthreads();
+}
+
+// S for this warp's 8 keys of a K tile (8 rows x 8 keys x head_dim), unscaled, into s_acc (zero on entry) over
+// kChains accumulator chains and summed into chain 0: s_acc[0][0..1] = (q head gid, keys warp * 8 + 2 tig, + 1).
+template <int kHeadDim, int kChains>
+__device__ __forceinline__ void score_tile(const bf16* tile, const uint32_t (&q_frag)[kHeadDim / 16][2], int warp,
+                                           int lane, float (&s_acc)[kChains][4]) {
+  const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
+#pragma unroll
+  for (int s = 0; s < kHeadDim / 16; s += 2) {
+    uint32_t b[4];  // chunks 2s, 2s+1 (step s) and 2s+2, 2s+3 (step s+1) of the 8 keys
+    ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
+    const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+    const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
+    const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
+    mma_bf16_16816(s_acc[0], a0, b0);
+    mma_bf16_16816(s_acc[kChains - 1], a1, b1);
+  }
+  if constexpr (kChains == 2)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+}
+
+// P = bf16(exp(s - max)) per q head over keys [0, valid_keys) of sm.scores and 0 over [valid_keys, padded_keys);
+// the max and Σ P of each head into sm.stat_max / sm.stat_sum; then a barrier.
+template <int kThreads>
+__device__ __forceinline__ void scores_to_p(const Smem& sm, int group, int keys_cap, int p_row, int valid_keys,
+                                            int padded_keys) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  for (int g = warp; g < group; g += kThreads / kWarpSize) {
+    float m = -FLT_MAX;
+    for (int key = lane; key < valid_keys; key += kWarpSize) m = fmaxf(m, sm.scores[g * keys_cap + key]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int key = lane; key < padded_keys; key += kWarpSize) {
+      const bf16 e = __float2bfloat16_rn(key < valid_keys ? expf(sm.scores[g * keys_cap + key] - m) : 0.0f);
+      sm.p_s[g * p_row + key] = e;
+      sum += __bfloat162float(e);
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      sm.stat_max[g] = m;
+      sm.stat_sum[g] = sum;
+    }
+  }
+  __syncthreads();
+}
+
+// O += P V for a V tile holding keys [first, first + kTileKeys) of this CTA's P: this warp's kDimTiles n-tiles
+// (8 output columns each), 16 keys a step, step j into chain j % kChains.
+template <int kHeadDim, int kThreads, int kChains>
+__device__ __forceinline__ void accumulate_pv(const Smem& sm, const bf16* tile, int first, int p_row, int group,
+                                              float (&o_acc)[kChains][kHeadDim / 8 / (kThreads / kWarpSize)][4]) {
+  constexpr int kDimTiles = kHeadDim / 8 / (kThreads / kWarpSize);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int j = 0; j < kTileKeys / 16; ++j) {  // 16 keys per step
+    const int kb = first + 16 * j;
+    const bool valid = gid < group;
+    const uint32_t pa[4] = {
+        valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + tig * 2) : 0u, 0u,
+        valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + 8 + tig * 2) : 0u, 0u};
+    const int key = 16 * j + lane % 16;  // lanes 0-15: rows of the two 8x8 matrices (keys +0..7, +8..15)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      uint32_t b[2];
+      ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
+      mma_bf16_16816(o_acc[j % kChains][t], pa, b);
+    }
+  }
+}
+
+// The chains summed, and this CTA's unnormalized output into sm.partial: o_acc[0][t][0..1] = (q head gid, columns
+// 8 * (warp * kDimTiles + t) + 2 tig, + 1).
+template <int kHeadDim, int kThreads, int kChains>
+__device__ __forceinline__ void store_partial(const Smem& sm, int group,
+                                              float (&o_acc)[kChains][kHeadDim / 8 / (kThreads / kWarpSize)][4]) {
+  constexpr int kDimTiles = kHeadDim / 8 / (kThreads / kWarpSize);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;
+  if constexpr (kChains == 2)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
+  if (gid < group)
+#pragma unroll
+    for (int t = 0; t < kDimTiles; ++t) {
+      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
+      sm.partial[gid * kHeadDim + col] = o_acc[0][t][0];
+      sm.partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
+    }
+}
+
 // Keys [0, n_keys) of k_rows / v_rows (row_stride elements apart; local key new_key, if >= 0, is taken from
 // sm.new_kv instead of memory) against the group's q heads. `prepare()` runs after the first kStages - 1 tiles are
 // issued and must leave sm.q_s (and sm.new_kv for the owner) written; a barrier follows it. The next kernel's launch
@@ -112,14 +229,8 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
   }
   __syncthreads();
 
-  // Q as the A operand of every q·Kᵀ step: row gid = q head gid (zero past the group), rows 8-15 zero.
   uint32_t q_frag[kKSteps][2];
-#pragma unroll
-  for (int s = 0; s < kKSteps; ++s) {
-    const bool valid = gid < group;
-    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
-    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
-  }
+  load_q_fragments<kHeadDim>(sm, group, q_frag);
   static_assert(kChains == 1 || kChains == 2, "one or two accumulator chains");
   float o_acc[kChains][kDimTiles][4] = {};  // (q head gid, columns of this warp's n-tiles), per chain
 
@@ -132,87 +243,25 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
     bf16* tile = sm.ring + (i % kStages) * kTileElems;
     const bool is_v = i >= tiles;
     const int first = (is_v ? i - tiles : i) * kTileKeys;
-    if (new_key >= first && new_key < first + kTileKeys) {  // the new row goes into its tile (CTA-uniform)
-      const int key = new_key - first;
-      for (int piece = threadIdx.x; piece < kChunks; piece += kThreads)
-        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, piece)) =
-            *reinterpret_cast<const uint4*>(sm.new_kv + (is_v ? kHeadDim : 0) + piece * 8);
-      __syncthreads();
-    }
-    if (!is_v) {  // S[g][key] for this warp's 8 keys: 8 rows x 8 keys x head_dim
+    if (new_key >= first && new_key < first + kTileKeys)  // the new row goes into its tile (CTA-uniform)
+      put_new_row<kHeadDim, kThreads>(sm, tile, new_key - first, is_v);
+    if (!is_v) {  // S[g][key] for this warp's 8 keys
       float s_acc[kChains][4] = {};
-      const int row = warp * 8 + lane % 8;  // the key whose row address this lane gives ldmatrix
-#pragma unroll
-      for (int s = 0; s < kKSteps; s += 2) {
-        uint32_t b[4];  // chunks 2s, 2s+1 (step s) and 2s+2, 2s+3 (step s+1) of the 8 keys
-        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
-        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
-        mma_bf16_16816(s_acc[0], a0, b0);
-        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
-      }
-      if constexpr (kChains == 2)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+      score_tile<kHeadDim, kChains>(tile, q_frag, warp, lane, s_acc);
       const int local = first + warp * 8 + tig * 2;  // s_acc[0][0..1]: q head gid, keys local, local + 1
       if (gid < group) {
         if (local < n_keys) sm.scores[gid * keys_cap + local] = s_acc[0][0] * scale;
         if (local + 1 < n_keys) sm.scores[gid * keys_cap + local + 1] = s_acc[0][1] * scale;
       }
     } else {
-      if (i == tiles) {  // every score is in (the barrier above): P = bf16(exp(s - max)) per q head
-        for (int g = warp; g < group; g += kWarps) {
-          float m = -FLT_MAX;
-          for (int key = lane; key < n_keys; key += kWarpSize) m = fmaxf(m, sm.scores[g * keys_cap + key]);
-          m = warp_max(m);
-          float sum = 0.0f;
-          for (int key = lane; key < tiles * kTileKeys; key += kWarpSize) {
-            const bf16 e = __float2bfloat16_rn(key < n_keys ? expf(sm.scores[g * keys_cap + key] - m) : 0.0f);
-            sm.p_s[g * p_row + key] = e;
-            sum += __bfloat162float(e);
-          }
-          sum = warp_sum(sum);
-          if (lane == 0) {
-            sm.stat_max[g] = m;
-            sm.stat_sum[g] = sum;
-          }
-        }
-        __syncthreads();
-      }
-#pragma unroll
-      for (int j = 0; j < kTileKeys / 16; ++j) {  // 16 keys per step
-        const int kb = first + 16 * j;
-        const bool valid = gid < group;
-        const uint32_t pa[4] = {
-            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + tig * 2) : 0u, 0u,
-            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + 8 + tig * 2) : 0u, 0u};
-        const int key = 16 * j + lane % 16;  // lanes 0-15: rows of the two 8x8 matrices (keys +0..7, +8..15)
-#pragma unroll
-        for (int t = 0; t < kDimTiles; ++t) {
-          uint32_t b[2];
-          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
-          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
-        }
-      }
+      if (i == tiles)  // every score is in (the barrier above)
+        scores_to_p<kThreads>(sm, group, keys_cap, p_row, n_keys, tiles * kTileKeys);
+      accumulate_pv<kHeadDim, kThreads, kChains>(sm, tile, first, p_row, group, o_acc);
     }
   }
 
   if (pdl_trigger > 0.0f) pdl_launch_dependents();  // (a no-op where the loop did)
-  if constexpr (kChains == 2)
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
-  // This CTA's unnormalized output: o_acc[0][t][0..1] = (q head gid, columns 8 * (warp * kDimTiles + t) + 2 tig, +1).
-  if (gid < group)
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) {
-      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
-      sm.partial[gid * kHeadDim + col] = o_acc[0][t][0];
-      sm.partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
-    }
-
+  store_partial<kHeadDim, kThreads, kChains>(sm, group, o_acc);
   cp_async_wait<0>();  // only empty commit groups are left; none may be outstanding at exit
 }
 
@@ -377,12 +426,7 @@ __device__ __forceinline__ void attend_claimed_keys(const Smem& sm, int* slot_ti
   }
 
   uint32_t q_frag[kKSteps][2];
-#pragma unroll
-  for (int s = 0; s < kKSteps; ++s) {
-    const bool valid = gid < group;
-    q_frag[s][0] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + tig * 2) : 0u;
-    q_frag[s][1] = valid ? *reinterpret_cast<const uint32_t*>(sm.q_s + gid * kHeadDim + 16 * s + 8 + tig * 2) : 0u;
-  }
+  load_q_fragments<kHeadDim>(sm, group, q_frag);
   float o_acc[kChains][kDimTiles][4] = {};
 
   for (int i = 0;; ++i) {
@@ -400,83 +444,25 @@ __device__ __forceinline__ void attend_claimed_keys(const Smem& sm, int* slot_ti
     const bool is_v = n != kNone && i >= n;
     const int slot = is_v ? i - n : i;
     const int first = slot * kTileKeys;  // the slot's keys in this CTA's scores and P
-    if (ct.owner && n != kNone && slot == n - 1) {  // the owner's last tile: the new key from shared memory
-      const int key = position - ct.pool_end * kTileKeys;
-      for (int c = threadIdx.x; c < kChunks; c += kThreads)
-        *reinterpret_cast<uint4*>(tile + swizzled<kHeadDim>(key, c)) =
-            *reinterpret_cast<const uint4*>(sm.new_kv + (is_v ? kHeadDim : 0) + c * 8);
-      __syncthreads();
-    }
+    if (ct.owner && n != kNone && slot == n - 1)  // the owner's last tile: the new key from shared memory
+      put_new_row<kHeadDim, kThreads>(sm, tile, position - ct.pool_end * kTileKeys, is_v);
     if (!is_v) {
       float s_acc[kChains][4] = {};
-      const int row = warp * 8 + lane % 8;
-#pragma unroll
-      for (int s = 0; s < kKSteps; s += 2) {
-        uint32_t b[4];
-        ldmatrix_x4(b, tile + swizzled<kHeadDim>(row, 2 * s + lane / 8));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        const uint32_t a0[4] = {q_frag[s][0], 0u, q_frag[s][1], 0u};
-        const uint32_t a1[4] = {q_frag[s + 1][0], 0u, q_frag[s + 1][1], 0u};
-        mma_bf16_16816(s_acc[0], a0, b0);
-        mma_bf16_16816(s_acc[kChains - 1], a1, b1);
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s_acc[0][e] += s_acc[1][e];
+      score_tile<kHeadDim, kChains>(tile, q_frag, warp, lane, s_acc);
       const int local = first + warp * 8 + tig * 2;  // every key of the slot: the softmax masks the invalid ones
       if (gid < group) {
         sm.scores[gid * keys_cap + local] = s_acc[0][0] * scale;
         sm.scores[gid * keys_cap + local + 1] = s_acc[0][1] * scale;
       }
     } else {
-      if (i == n) {  // every score is in: P = bf16(exp(s - max)) over this CTA's valid keys
-        const int valid_keys = n * kTileKeys - (ct.owner ? kTileKeys - ct.last_keys : 0);
-        for (int g = warp; g < group; g += kWarps) {
-          float m = -FLT_MAX;
-          for (int key = lane; key < valid_keys; key += kWarpSize) m = fmaxf(m, sm.scores[g * keys_cap + key]);
-          m = warp_max(m);
-          float sum = 0.0f;
-          for (int key = lane; key < n * kTileKeys; key += kWarpSize) {
-            const bf16 e = __float2bfloat16_rn(key < valid_keys ? expf(sm.scores[g * keys_cap + key] - m) : 0.0f);
-            sm.p_s[g * p_row + key] = e;
-            sum += __bfloat162float(e);
-          }
-          sum = warp_sum(sum);
-          if (lane == 0) {
-            sm.stat_max[g] = m;
-            sm.stat_sum[g] = sum;
-          }
-        }
-        __syncthreads();
-      }
-#pragma unroll
-      for (int j = 0; j < kTileKeys / 16; ++j) {
-        const int kb = first + 16 * j;
-        const bool valid = gid < group;
-        const uint32_t pa[4] = {
-            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + tig * 2) : 0u, 0u,
-            valid ? *reinterpret_cast<const uint32_t*>(sm.p_s + gid * p_row + kb + 8 + tig * 2) : 0u, 0u};
-        const int key = 16 * j + lane % 16;
-#pragma unroll
-        for (int t = 0; t < kDimTiles; ++t) {
-          uint32_t b[2];
-          ldmatrix_x2_trans(b, tile + swizzled<kHeadDim>(key, warp * kDimTiles + t));
-          mma_bf16_16816(o_acc[j % kChains][t], pa, b);
-        }
-      }
+      if (i == n)  // every score is in: P over this CTA's valid keys
+        scores_to_p<kThreads>(sm, group, keys_cap, p_row,
+                              n * kTileKeys - (ct.owner ? kTileKeys - ct.last_keys : 0), n * kTileKeys);
+      accumulate_pv<kHeadDim, kThreads, kChains>(sm, tile, first, p_row, group, o_acc);
     }
   }
 
-#pragma unroll
-  for (int t = 0; t < kDimTiles; ++t)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o_acc[0][t][e] += o_acc[1][t][e];
-  if (gid < group)
-#pragma unroll
-    for (int t = 0; t < kDimTiles; ++t) {
-      const int col = 8 * (warp * kDimTiles + t) + tig * 2;
-      sm.partial[gid * kHeadDim + col] = o_acc[0][t][0];
-      sm.partial[gid * kHeadDim + col + 1] = o_acc[0][t][1];
-    }
+  store_partial<kHeadDim, kThreads, kChains>(sm, group, o_acc);
   cp_async_wait<0>();
 }
 
