@@ -251,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // thread of warp 0, after a barrier that follows the CTA's last use of the ring.
   bf16* late_s = reinterpret_cast<bf16*>(smem + l.ring);  // (late, q_dim)
   const int late = kLateRows && kStages > 0
-                       ? min(rows - staged, int(size_t(kStages) * kTileKeys * kHeadDim * 2 / size_t(q_dim * 2)))
+                       ? min(rows - staged, int(kStages * attention_mma::tile_bytes<kHeadDim>() / size_t(q_dim * 2)))
                        : 0;
   const int first_late = kLateRows && (a.late_rows & 1) ? rows - late : staged;
   const bool late_after_splits = kLateRows && (a.late_rows & 2);
@@ -927,7 +927,7 @@ void launch_qkv_attention_o_v9(const QkvAttentionOArgs& a, cudaStream_t stream) 
   launch_version<true, false, 0, false, false, true>(a, stream);
 }
 
-// v10_qkv_attention_o_claimed: v9 whose splits of a kv head share its keys out while they run (kClaim above,
+// v10_qkv_attention_o_claimed: v9 whose splits of a kv head share its keys out while they run (kClaimsAhead above,
 // attention_mma::attend_claimed_keys). Refuses what v9 refuses and a K/V ring depth other than its own choice.
 // QkvAttentionOArgs::claims_ahead: the claims a CTA keeps in flight, 2 (the default), 4 or 8;
 // QkvAttentionOArgs::claim_static_tiles: the tiles each split takes before it claims (0: the ring's depth - 1).
