@@ -816,10 +816,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // The attention and the o projection in one launch where chosen and supported; returns false where the caller
     // runs them as two. with_qkv: the QKV GEMV too (v8_qkv_attention_o_wavefront), false where the chosen version
     // does not take it (the caller then launches the QKV GEMV and asks again without).
-    const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
-                                       int64_t& partial_count, float* residual_delta, bool with_qkv) {
-      if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
-      const int64_t ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+    // Layer L's QkvAttentionOArgs with the options' tuning fields; the callers add the rest.
+    const auto attention_o_args = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials) {
       kernels::QkvAttentionOArgs a{qkv_attention_args(L, k_cache, v_cache),
                                    L.wo,
                                    h,
@@ -834,6 +832,13 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.claims_ahead = o.attention_o_claims_ahead;
       a.claim_static_tiles = o.attention_o_claim_static_tiles;
       a.late_rows = o.attention_o_late_rows;
+      return a;
+    };
+    const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
+                                       int64_t& partial_count, float* residual_delta, bool with_qkv) {
+      if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
+      const int64_t ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+      kernels::QkvAttentionOArgs a = attention_o_args(L, k_cache, v_cache, norm_partials);
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
       // (v7) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
@@ -910,14 +915,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     };
     bool mlp_in_one_launch = false, mlp_runs_next_qkv = false, mlp_with_o = false;
     if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
-      kernels::QkvAttentionOArgs a{qkv_attention_args(m.layers[0], m.k_cache(), m.v_cache()),
-                                   m.layers[0].wo, h, partials, H, m.attention_o_workspace.as<float>(),
-                                   o.attention_o_keys_per_split, o.attention_o_smem_bytes,
-                                   o.attention_o_l2_prefetch_rows, o.attention_o_ring_stages,
-                                   o.attention_o_chain_steps};
-      a.claims_ahead = o.attention_o_claims_ahead;
-      a.claim_static_tiles = o.attention_o_claim_static_tiles;
-      a.late_rows = o.attention_o_late_rows;
+      const kernels::QkvAttentionOArgs a = attention_o_args(m.layers[0], m.k_cache(), m.v_cache(), partials);
       const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
       if (!m.attention_o->supports || m.attention_o->supports(a)) {
         mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));
