@@ -99,6 +99,8 @@ void launch_qkv_attention_o_v11(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v11_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v12(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v12_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v13(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v13_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -340,6 +342,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                          "its unstaged rows with global loads, not all through generic loads "
                                          "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v12, qkv_attention_o_v12_supports},
+      {"v13_qkv_attention_o_shared_rows", "v12 with v9's generic loads for the unstaged rows: LDS.128 for the "
+                                          "staged rows and the attention output only (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v13, qkv_attention_o_v13_supports},
   };
   return v;
 }

@@ -153,7 +153,9 @@ enum QkvAttentionOTraceEvent {
 // (attention_mma::attend_claimed_keys): static tiles first, then tiles claimed from a per-head counter in the
 // workspace (the words after the splits-done counters), kClaimsAhead claims in flight, the owner's last tile at its
 // end.
-// kTypedRows (v12, with kLean): the o loop reads a group of rows that are all staged with shared-memory loads
+// kTypedRows 2 (v13, with kLean): v12's shared-memory loads (staged rows, attention output), the unstaged rows
+// through the generic loads of v9 (v12's LDG made those warps slower, ITERATIONS.md session 13).
+// kTypedRows 1 (v12, with kLean): the o loop reads a group of rows that are all staged with shared-memory loads
 // (LDS.128) and one that is all unstaged with global loads, and the attention output with LDS.128; v1-v11 read
 // every row through one generic pointer (LD.E.128), whose loads the o loop waits on at their first use (Nsight
 // Compute, ITERATIONS.md session 13), and the attention output as four 32-bit LDS a chunk (4-way bank conflicts).
@@ -161,7 +163,7 @@ enum QkvAttentionOTraceEvent {
 // ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
 // the wait for the other splits and the merge instead of coming after it.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -648,7 +650,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 4
     for (int c = lane; c < chunks; c += kWarpSize) {
       float x[8];
-      if constexpr (kTypedRows) {  // (v12: one LDS.128, not four conflicting 32-bit LDS)
+      if constexpr (kTypedRows > 0) {  // (v12, v13: one LDS.128, not four conflicting 32-bit LDS)
         const uint4 xv = load_shared_16B(x_vec + c);
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(xv), x);
       } else {
@@ -668,11 +670,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   for (int first = warp * kRowsAtOnce; kOVecs == 0 && first < rows; first += kWarps * kRowsAtOnce) {
     float acc[kRowsAtOnce] = {};
-    if (kTypedRows && first + kRowsAtOnce <= staged) {
+    if (kTypedRows > 0 && first + kRowsAtOnce <= staged) {
       // v12: rows all staged, through shared-memory loads (LDS) rather than generic ones.
       const uint4* rows_s = reinterpret_cast<const uint4*>(smem + l.w + size_t(first) * l.row_pitch);
       multiply_rows(first, acc, [&](int r, int c) { return load_shared_16B(rows_s + r * (l.row_pitch / 16) + c); });
-    } else if (kTypedRows && first >= staged) {
+    } else if (kTypedRows == 1 && first >= staged) {
       // v12: rows all in global memory, through global loads (LDG: the pointer comes from a kernel parameter).
       multiply_rows(first, acc, [&](int r, int c) {
         return reinterpret_cast<const uint4*>(w_rows + int64_t(min(first + r, rows - 1)) * q_dim)[c];
@@ -760,7 +762,7 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows>;
@@ -777,7 +779,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
-          int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
+          int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
@@ -795,7 +797,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, bool kTypedRows = false>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -959,11 +961,18 @@ void launch_qkv_attention_o_v11(const QkvAttentionOArgs& a, cudaStream_t stream)
 }
 
 // v12_qkv_attention_o_typed_rows: v9 whose o loop reads staged rows with shared-memory loads and unstaged ones with
-// global loads, not both through generic loads (kTypedRows above). Refuses what v9 refuses.
+// global loads, not both through generic loads (kTypedRows 1 above). Refuses what v9 refuses.
 bool qkv_attention_o_v12_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
 
 void launch_qkv_attention_o_v12(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  launch_version<true, false, 0, false, false, true, 0, false, true>(a, stream);
+  launch_version<true, false, 0, false, false, true, 0, false, 1>(a, stream);
+}
+
+// v13_qkv_attention_o_shared_rows: v12 with v9's generic loads for the unstaged rows (kTypedRows 2 above).
+bool qkv_attention_o_v13_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v13(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 2>(a, stream);
 }
 
 }  // namespace qwen3::kernels
