@@ -197,6 +197,10 @@ struct QkvAttentionOArgs {
   // Tuning, v11 (v11_qkv_attention_o_late_rows) only: bit 1 the ring takes the CTA's last o rows (0: the first
   // unstaged ones), bit 2 they are copied once every split is in (0: once the CTA's ring is free).
   int32_t late_rows = 0;
+  // Tuning, v14 and v15 (v14_qkv_attention_o_warm_code, v15_qkv_attention_o_warm_first) only: bit 1 skips v14's
+  // o loop warm-up pass, bit 2 the attention's (0: every warm-up of the version runs; 3 in v14, 2 in v15: none, the
+  // version's code doing v9's work).
+  int32_t warm_code = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

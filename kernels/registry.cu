@@ -101,6 +101,10 @@ void launch_qkv_attention_o_v12(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v12_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v13(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v13_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v14(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v14_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v15(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v15_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -345,6 +349,14 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v13_qkv_attention_o_shared_rows", "v12 with v9's generic loads for the unstaged rows: LDS.128 for the "
                                           "staged rows and the attention output only (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v13, qkv_attention_o_v13_supports},
+      {"v14_qkv_attention_o_warm_code", "v9 whose split attention and o loop each run once before they are needed "
+                                        "(before the PDL wait; before the wait for the heads), fetching their "
+                                        "instructions while the CTA waits anyway (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v14, qkv_attention_o_v14_supports},
+      {"v15_qkv_attention_o_warm_first", "v9 whose split attention runs once as a warm-up of its instructions first "
+                                         "thing in the CTA, before it queues its staged o rows; v9's o loop "
+                                         "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v15, qkv_attention_o_v15_supports},
   };
   return v;
 }

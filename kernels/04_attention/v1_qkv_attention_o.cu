@@ -123,13 +123,13 @@ Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap
 // Points of a CTA's work stamped into QkvAttentionOArgs::trace (profiling).
 enum QkvAttentionOTraceEvent {
   kTraceStart,        // the CTA began (resident)
-  kTraceIssued,       // its w_o copies are issued (thread 0)
+  kTraceIssued,       // its w_o copies are issued (thread 0; v14, v15: and its attention's warm-up pass done)
   kTraceWaited,       // past the PDL wait
   kTraceAttended,     // its split is written and counted (0: the CTA had no split)
   kTraceAllSplits,    // every split is in
   kTraceMerged,       // the attention output is in shared memory
   kTraceWeightsIn,    // the staged w_o rows have landed
-  kTraceOStaged,      // v4: the staged rows multiplied (0 in v1-v3)
+  kTraceOStaged,      // v4: the staged rows multiplied; v14: the o loop's warm-up pass done (0 in v1-v3)
   kTraceORows,        // every row's dot product done (v1-v3: thread 0's warp, before the sum of squares)
   kTraceEnd,          // its rows and norm partial are written
 };
@@ -142,6 +142,95 @@ enum QkvAttentionOTraceEvent {
 [[maybe_unused]] __device__ __forceinline__ void wait_for(const uint32_t* counter, uint32_t target) {
   if (threadIdx.x == 0) spin_until_at_least(counter, target);
   __syncthreads();
+}
+
+// v14 (kWarmCode): a split's attention and a warp's o rows as functions of their own, not inlined, so that a
+// warm-up call runs the very instructions of the real call. The warm-up fetches them into the SM's instruction
+// caches while the CTA would wait anyway: the attention before the PDL wait (on one K/V tile, writing nothing
+// global), the o loop before the wait for the merged heads (on one chunk group of the attention output's shared
+// memory as its rows, writing nothing). Session 7 measured the first pass of code fetched cold against an
+// identical second pass: ~1.1 us more for the o loop's 4 rows, ~3 us more for a split's attention at context 128
+// (with its K/V tiles from HBM, not separable there). Arguments by value: a kernel parameter's address would
+// move the struct to local memory. Measured (ITERATIONS.md session 14): the calls alone (no warm-up) cost the
+// split ~1.5 us and the o phase ~4 us; a warm split runs ~2.6 us faster than a cold one, but its warm-up takes
+// ~8 us before the wait, where a CTA has ~3; the o loop's warm-up gains ~0.2 us.
+
+// One split: attention_mma::attend_keys over n_keys keys from k_rows / v_rows, its q (and, where owner, the new
+// key's row, also written to the cache) prepared by qkv_attention::prepare_q_and_new_kv. PRECOND: attend_keys'.
+template <int kHeadDim, int kStages>
+__device__ __noinline__ void attend_split(const attention_mma::Smem sm, const QkNormRopeCacheArgs p,
+                                          const bf16* k_rows, const bf16* v_rows, int64_t row_stride, int n_keys,
+                                          int new_key, int group, int keys_cap, float scale, int kv_head,
+                                          int32_t position, int64_t slot, bool owner) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
+      sm, k_rows, v_rows, row_stride, n_keys, new_key, group, keys_cap, scale, 0.0f, [&] {
+        qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot, owner, sm.q_s,
+                                                              sm.new_kv);
+      });
+#endif
+}
+
+// Where a CTA's o rows are and where their results go (v14's o_rows_pass).
+struct ORows {
+  const uint4* x_vec;      // (q_dim / 8) the attention output, bf16, in shared memory
+  const bf16* w_s;         // (staged, q_dim) the staged rows, in shared memory
+  const bf16* w_rows;      // (rows, q_dim) all of the CTA's rows, in global memory
+  const bf16* residual_s;  // (rows) the residual rows, in shared memory
+  bf16* residual;          // (rows) the updated residual rows out
+  int64_t q_dim;
+  int rows, staged;
+};
+
+// v9's o loop for one warp (kTypedRows 0: every row through a generic pointer), returning the thread's share of
+// Σ updated². dry: the warm-up pass: the warp's first kRowsAtOnce rows over the first 4 x 32 chunks, all read
+// from the attention output's shared memory, nothing written, and its first dot product returned (for the caller
+// to keep somewhere harmless, so that the pass is not optimized away). PRECOND: every lane of the warp calls it.
+__device__ __noinline__ float o_rows_pass(const ORows o, int warp, int lane, bool dry) {
+  float sq = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int chunks = dry ? 4 * kWarpSize : int(o.q_dim / 8);
+  const int rows_end = dry ? min(o.rows, warp * kRowsAtOnce + 1) : o.rows;
+  for (int first = warp * kRowsAtOnce; first < rows_end; first += kWarps * kRowsAtOnce) {
+    float acc[kRowsAtOnce] = {};
+    const uint4* src[kRowsAtOnce];
+#pragma unroll
+    for (int r = 0; r < kRowsAtOnce; ++r) {
+      const int row = min(first + r, o.rows - 1);
+      src[r] = dry ? o.x_vec
+                   : reinterpret_cast<const uint4*>(row < o.staged ? o.w_s + int64_t(row) * o.q_dim
+                                                                   : o.w_rows + row * o.q_dim);
+    }
+#pragma unroll 4
+    for (int c = lane; c < chunks; c += kWarpSize) {
+      float x[8];
+      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(o.x_vec[c]), x);
+      uint4 w[kRowsAtOnce];
+#pragma unroll
+      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = src[r][c];
+#pragma unroll
+      for (int r = 0; r < kRowsAtOnce; ++r) {
+        float wf[8];
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = warp_sum(acc[r]);
+    if (!dry && lane < kRowsAtOnce && first + lane < o.rows) {
+      float mine = acc[0];
+#pragma unroll
+      for (int r = 1; r < kRowsAtOnce; ++r) mine = lane == r ? acc[r] : mine;
+      const int row = first + lane;
+      const float updated = bf16_round(__bfloat162float(o.residual_s[row]) + bf16_round(mine));
+      o.residual[row] = __float2bfloat16_rn(updated);
+      sq += updated * updated;
+    }
+    if (dry) sq = acc[0];
+  }
+#endif
+  return sq;
 }
 
 // kHeadMerge (v2): the last split of each kv head merges that head's splits and writes its bf16 output to
@@ -159,11 +248,15 @@ enum QkvAttentionOTraceEvent {
 // (LDS.128) and one that is all unstaged with global loads, and the attention output with LDS.128; v1-v11 read
 // every row through one generic pointer (LD.E.128), whose loads the o loop waits on at their first use (Nsight
 // Compute, ITERATIONS.md session 13), and the attention output as four 32-bit LDS a chunk (4-way bank conflicts).
+// kWarmCode 1 (v14, with kLean): the split's attention and the o loop run as functions of their own (attend_split,
+// o_rows_pass), each called once before the real call as a warm-up of its instructions (above), unless
+// QkvAttentionOArgs::warm_code says otherwise. kWarmCode 2 (v15): the attention's warm-up only, run before the
+// CTA issues its staged o rows (whose bytes v14's warm-up waited behind), and v9's inline o loop.
 // kLateRows (v11, with kLean): the o rows past the staged ones that fit in the K/V ring are copied into it once the
 // ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
 // the wait for the other splits and the merge instead of coming after it.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -196,6 +289,37 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Every CTA of the grid is resident once all have passed this point, so the next kernel can only take SM room
   // none of them needs: the waits below on other CTAs of this grid cannot starve.
   pdl_launch_dependents();
+  // The split's shared memory for attention_mma (the K/V ring, q, the new key's row, its outputs and scratch).
+  const auto split_smem = [&] {
+    float* partial = reinterpret_cast<float*>(smem + l.partial);  // (group, kHeadDim), then the max and sum
+    return attention_mma::Smem{reinterpret_cast<bf16*>(smem + l.ring),   reinterpret_cast<bf16*>(smem + l.q),
+                               reinterpret_cast<bf16*>(smem + l.new_kv), partial,
+                               partial + kMaxGroup * kHeadDim,           partial + kMaxGroup * kHeadDim + kMaxGroup,
+                               reinterpret_cast<float*>(smem + l.scores), reinterpret_cast<bf16*>(smem + l.p)};
+  };
+  // v14, v15: the split's attention once over one K/V tile of the keys the position gives this CTA, read as a hint
+  // (as v3's prefetch reads it; the real pass reads it again after the wait), owning no new key so that nothing
+  // global is written: its instructions are fetched before the wait. Its q comes from a qkv buffer the QKV GEMV
+  // may be writing: values that are never used. v14 runs it after issuing the staged o rows, v15 before.
+  [[maybe_unused]] const auto warm_attention = [&] {
+    if constexpr (kWarmCode > 0 && kStages > 0) {
+      const int32_t hint = p.positions[0];
+      const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
+      const int64_t slot = p.slots ? p.slots[0] : 0;
+      if (!(a.warm_code & 2) && hint < p.max_ctx && slot >= 0 && cta < hint_splits * int(p.kv_heads)) {
+        const int kv_head = cta % int(p.kv_heads);
+        const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), hint_splits);
+        const int64_t row_stride = p.kv_heads * kHeadDim;
+        const int64_t first_row =
+            (slot * p.max_ctx + min(range.key0, hint)) * row_stride + int64_t(kv_head) * kHeadDim;
+        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + first_row, p.v_cache + first_row, row_stride,
+                                        min(range.n_keys, kTileKeys), -1, group, keys_cap, a.attention.scale,
+                                        kv_head, hint, slot, false);
+        __syncthreads();  // every thread is past the warm-up's shared memory before the real pass writes it
+      }
+    }
+  };
+  if constexpr (kWarmCode == 2) warm_attention();  // (v15: before this CTA queues any bytes of its own)
   if (warp == 0) {
     const uint64_t policy = make_evict_first_policy();
     if (lane == 0 && staged > 0) mbarrier_arrive_expect_tx(bar, uint32_t(staged * q_dim * 2));
@@ -230,6 +354,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
+  if constexpr (kWarmCode == 1) warm_attention();
   stamp(a.trace, kTraceIssued);
   pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
   stamp(a.trace, kTraceWaited);
@@ -356,6 +481,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     reinterpret_cast<__nv_bfloat162*>(dst + quad * 4)[1] = hi;
   };
 
+  bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
   if (cta < splits * p.kv_heads) {
     const int kv_head = cta % int(p.kv_heads), split = cta / int(p.kv_heads);
     bf16* q_s = reinterpret_cast<bf16*>(smem + l.q);
@@ -400,6 +526,10 @@ __global__ void __launch_bounds__(kThreads, 1)
               qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
                                                                     split == splits - 1, q_s, new_kv);
             });
+      } else if constexpr (kWarmCode > 0) {
+        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + first_row, p.v_cache + first_row, row_stride,
+                                        range.n_keys, range.new_key, group, keys_cap, a.attention.scale, kv_head,
+                                        position, slot, range.new_key >= 0);
       } else {
         attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
             sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
@@ -438,6 +568,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (kClaimsAhead > 0 && last_split) head_arrivals[p.kv_heads + kv_head] = 0;  // (every claim made too)
       }
       __syncthreads();
+      merged_head = last_split;
       if (last_split) {
         __threadfence();
         merge_heads(kv_head * group, (kv_head + 1) * group,
@@ -493,6 +624,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int64_t at = 0; at < bytes; at += kPiece, ++k)
           if (k % kWarpSize == lane) prefetch_l2_bulk(gate_rows + at, uint32_t(min(kPiece, bytes - at)));
       }
+    }
+  }
+
+  // v14: the o loop once on the attention output's shared memory before it holds the output, to fetch its
+  // instructions while the CTA waits for the heads; not in a CTA that merged a head (the merged heads wait on it).
+  [[maybe_unused]] const ORows o_rows{reinterpret_cast<const uint4*>(x_s), w_s,   w_rows, residual_s,
+                                      a.residual + row0,                   q_dim, rows,   staged};
+  if constexpr (kWarmCode == 1) {
+    __shared__ float warm_sink[kWarps];  // the warm-up's results, kept where nothing reads them
+    if (!(a.warm_code & 1) && !merged_head) {
+      warm_sink[warp] = o_rows_pass(o_rows, warp, lane, true);
+      stamp(a.trace, kTraceOStaged);
     }
   }
 
@@ -668,7 +811,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  for (int first = warp * kRowsAtOnce; kOVecs == 0 && first < rows; first += kWarps * kRowsAtOnce) {
+  if constexpr (kWarmCode == 1) sq += o_rows_pass(o_rows, warp, lane, false);
+  for (int first = warp * kRowsAtOnce; kWarmCode != 1 && kOVecs == 0 && first < rows;
+       first += kWarps * kRowsAtOnce) {
     float acc[kRowsAtOnce] = {};
     if (kTypedRows > 0 && first + kRowsAtOnce <= staged) {
       // v12: rows all staged, through shared-memory loads (LDS) rather than generic ones.
@@ -762,10 +907,10 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
-                                                 kClaimsAhead, kLateRows, kTypedRows>;
+                                                 kClaimsAhead, kLateRows, kTypedRows, kWarmCode>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -779,17 +924,17 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
-          int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
+          int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
-    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
-        a, plan, stream);
+    launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
+                  kWarmCode>(a, plan, stream);
   } else if (plan.stages == 4) {
-    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
-        a, plan, stream);
+    launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
+                  kWarmCode>(a, plan, stream);
   } else {
-    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
-        a, plan, stream);
+    launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
+                  kWarmCode>(a, plan, stream);
   }
 }
 
@@ -797,7 +942,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -806,11 +951,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
     else
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
-    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
-        a, plan, stream);
+    launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
+                    kWarmCode>(a, plan, stream);
   } else {
-    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows>(
-        a, plan, stream);
+    launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
+                    kWarmCode>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -973,6 +1118,23 @@ bool qkv_attention_o_v13_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v13(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true, 0, false, 2>(a, stream);
+}
+
+// v14_qkv_attention_o_warm_code: v9 whose split attention and o loop are functions of their own, each run once
+// before it is needed as a warm-up of its instructions (kWarmCode above). Refuses what v9 refuses.
+bool qkv_attention_o_v14_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v14(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 1>(a, stream);
+}
+
+// v15_qkv_attention_o_warm_first: v9 whose split attention is a function of its own, run once as a warm-up of its
+// instructions first thing in the CTA, before it issues its staged o rows (kWarmCode 2 above). Refuses what v9
+// refuses.
+bool qkv_attention_o_v15_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v15(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 2>(a, stream);
 }
 
 }  // namespace qwen3::kernels

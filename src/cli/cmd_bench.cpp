@@ -103,7 +103,7 @@ void register_bench(CLI::App& app) {
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
-            attention_o_late_rows = 0;
+            attention_o_late_rows = 0, attention_o_warm_code = 0;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
@@ -173,6 +173,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-late-rows", o->attention_o_late_rows,
                   "Tuning: v11's o rows in the K/V ring, a bit mask: 1 the CTA's last rows (0: the first unstaged), "
                   "2 copied once every split is in (0: once the CTA's ring is free)")
+      ->check(CLI::Range(0, 3));
+  cmd->add_option("--attention-o-warm-code", o->attention_o_warm_code,
+                  "Tuning: v14's and v15's warm-up passes, a bit mask: 1 skips v14's o loop warm-up, 2 the "
+                  "attention's (0: every warm-up runs)")
       ->check(CLI::Range(0, 3));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
@@ -255,6 +259,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_claims_ahead = o->attention_o_claims_ahead;
     options.attention_o_claim_static_tiles = o->attention_o_claim_static_tiles;
     options.attention_o_late_rows = o->attention_o_late_rows;
+    options.attention_o_warm_code = o->attention_o_warm_code;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     options.mlp_ctas = o->mlp_ctas;
@@ -427,6 +432,7 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_claim_static_tiles > 0)
       j["attention_o_claim_static_tiles"] = options.attention_o_claim_static_tiles;
     if (options.attention_o_late_rows > 0) j["attention_o_late_rows"] = options.attention_o_late_rows;
+    if (options.attention_o_warm_code > 0) j["attention_o_warm_code"] = options.attention_o_warm_code;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();
       j["l2_persist"] = options.l2_persist;

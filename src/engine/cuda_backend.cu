@@ -832,6 +832,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.claims_ahead = o.attention_o_claims_ahead;
       a.claim_static_tiles = o.attention_o_claim_static_tiles;
       a.late_rows = o.attention_o_late_rows;
+      a.warm_code = o.attention_o_warm_code;
       return a;
     };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,

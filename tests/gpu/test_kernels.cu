@@ -1128,11 +1128,13 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 // o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
-// o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's (QkvAttentionOArgs).
+// o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's; o_warm_code: v14's
+// (QkvAttentionOArgs).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
                             int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1,
-                            int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0, int32_t o_late_rows = 0) {
+                            int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0, int32_t o_late_rows = 0,
+                            int32_t o_warm_code = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1279,6 +1281,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.claims_ahead = o_claims_ahead;
     o_args.claim_static_tiles = o_claim_static_tiles;
     o_args.late_rows = o_late_rows;
+    o_args.warm_code = o_warm_code;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
     o_args.chain_steps = o_chain_steps;
@@ -1474,6 +1477,17 @@ TEST_F(GpuTest, QkvAttentionODecode) {
       run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, mode);
     run_qkv_attention_case(unused, {"hidden=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
                            &runner, 1000, 0, 0, -1, 0, 0, mode);
+  }
+  // v14's warm-up passes, each left out (QkvAttentionOArgs::warm_code; the cases above run both), at 8192, at 129
+  // in slot 2 (the cache check: the warm-up writes no row), and with a short last row block and a delta.
+  for (const int32_t mode : {1, 2, 3}) {
+    const std::string tuning = " warm code " + str(mode);
+    for (const QkvAttentionCase& c :
+         {QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192},
+          QkvAttentionCase{"ctx=129 slot 2" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {2}, 3, 1100}})
+      run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, 0, mode);
+    run_qkv_attention_case(unused, {"hidden=1000 delta" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                           &runner, 1000, 0, 4, -1, 0, 0, 0, mode);
   }
 }
 
