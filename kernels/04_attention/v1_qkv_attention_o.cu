@@ -186,7 +186,7 @@ struct ORows {
 // Σ updated². dry: the warm-up pass: the warp's first kRowsAtOnce rows over the first 4 x 32 chunks, all read
 // from the attention output's shared memory, nothing written, and its first dot product returned (for the caller
 // to keep somewhere harmless, so that the pass is not optimized away). PRECOND: every lane of the warp calls it.
-__device__ __noinline__ float o_rows_pass(const ORows o, int warp, int lane, bool dry) {
+[[maybe_unused]] __device__ __noinline__ float o_rows_pass(const ORows o, int warp, int lane, bool dry) {
   float sq = 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int chunks = dry ? 4 * kWarpSize : int(o.q_dim / 8);
@@ -307,7 +307,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
       const int64_t slot = p.slots ? p.slots[0] : 0;
       if (!(a.warm_code & 2) && hint < p.max_ctx && slot >= 0 && cta < hint_splits * int(p.kv_heads)) {
-        const int kv_head = cta % int(p.kv_heads);
+        // (warm_code bit 4, a diagnostic: the next kv head's rows, so that the real pass finds its instructions
+        // fetched but its own K/V rows not)
+        const int kv_head = (cta + (a.warm_code & 4 ? 1 : 0)) % int(p.kv_heads);
         const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), hint_splits);
         const int64_t row_stride = p.kv_heads * kHeadDim;
         const int64_t first_row =
