@@ -199,7 +199,8 @@ struct QkvAttentionOArgs {
   int32_t late_rows = 0;
   // Tuning, v14 and v15 (v14_qkv_attention_o_warm_code, v15_qkv_attention_o_warm_first) only: bit 1 skips v14's
   // o loop warm-up pass, bit 2 the attention's (0: every warm-up of the version runs; 3 in v14, 2 in v15: none, the
-  // version's code doing v9's work); bit 4 (diagnostic) warms the attention up on the next kv head's K/V rows.
+  // version's code doing v9's work). Diagnostics: bit 4 warms the attention up on the next kv head's K/V rows, bit 8
+  // on one K/V row read as every key's.
   int32_t warm_code = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

@@ -307,16 +307,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
       const int64_t slot = p.slots ? p.slots[0] : 0;
       if (!(a.warm_code & 2) && hint < p.max_ctx && slot >= 0 && cta < hint_splits * int(p.kv_heads)) {
-        // (warm_code bit 4, a diagnostic: the next kv head's rows, so that the real pass finds its instructions
-        // fetched but its own K/V rows not)
+        // (diagnostics: warm_code bit 4 reads the next kv head's rows, so that the real pass finds its instructions
+        // fetched but its own K/V rows not; bit 8 reads the first key's row as every key's, so that the warm-up's
+        // K/V loads are one line each for HBM and the rest L2 hits)
         const int kv_head = (cta + (a.warm_code & 4 ? 1 : 0)) % int(p.kv_heads);
         const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), hint_splits);
         const int64_t row_stride = p.kv_heads * kHeadDim;
         const int64_t first_row =
             (slot * p.max_ctx + min(range.key0, hint)) * row_stride + int64_t(kv_head) * kHeadDim;
-        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + first_row, p.v_cache + first_row, row_stride,
-                                        min(range.n_keys, kTileKeys), -1, group, keys_cap, a.attention.scale,
-                                        kv_head, hint, slot, false);
+        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + first_row, p.v_cache + first_row,
+                                        a.warm_code & 8 ? 0 : row_stride, min(range.n_keys, kTileKeys), -1, group,
+                                        keys_cap, a.attention.scale, kv_head, hint, slot, false);
         __syncthreads();  // every thread is past the warm-up's shared memory before the real pass writes it
       }
     }

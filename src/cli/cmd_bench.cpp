@@ -176,8 +176,9 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(0, 3));
   cmd->add_option("--attention-o-warm-code", o->attention_o_warm_code,
                   "Tuning: v14's and v15's warm-up passes, a bit mask: 1 skips v14's o loop warm-up, 2 the "
-                  "attention's (0: every warm-up runs), 4 warms the attention up on the next kv head's rows")
-      ->check(CLI::Range(0, 7));
+                  "attention's (0: every warm-up runs); diagnostics: 4 warms the attention up on the next kv "
+                  "head's rows, 8 on one row as every key's")
+      ->check(CLI::Range(0, 15));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
