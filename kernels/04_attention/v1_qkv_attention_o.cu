@@ -171,6 +171,50 @@ __device__ __noinline__ void attend_split(const attention_mma::Smem sm, const Qk
 #endif
 }
 
+// The o loop's steps, shared by the kernel's inline loop and v14's o_rows_pass. A warp takes kRowsAtOnce rows at a
+// time, a lane every 32nd 16-byte chunk of each.
+
+// Adds to acc[r] the dot product of row r with the attention output over this lane's chunks c = lane, lane + 32,
+// ... below `chunks`: load_x(c, x) gives the output's chunk c as 8 floats, load_row(r, c) row r's (16 bytes).
+template <class LoadX, class LoadRow>
+__device__ __forceinline__ void dot_rows(float (&acc)[kRowsAtOnce], int chunks, int lane, LoadX&& load_x,
+                                         LoadRow&& load_row) {
+#pragma unroll 4
+  for (int c = lane; c < chunks; c += kWarpSize) {
+    float x[8];
+    load_x(c, x);
+    uint4 w[kRowsAtOnce];
+#pragma unroll
+    for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load_row(r, c);
+#pragma unroll
+    for (int r = 0; r < kRowsAtOnce; ++r) {
+      float wf[8];
+      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
+    }
+  }
+}
+
+// Sums each row's lane partials over the warp; where `write`, lane r < kRowsAtOnce (where row first + r exists)
+// adds row first + r to its residual row, rounded as the chain's o GEMV and residual add round, writes it to
+// residual_out and adds its square to sq. PRECOND: every lane of the warp calls it.
+[[maybe_unused]] __device__ __forceinline__ void finish_rows(float (&acc)[kRowsAtOnce], int first, int rows, int lane,
+                                                             bool write, const bf16* residual_s, bf16* residual_out,
+                                                             float& sq) {
+#pragma unroll
+  for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = warp_sum(acc[r]);
+  if (write && lane < kRowsAtOnce && first + lane < rows) {
+    float mine = acc[0];
+#pragma unroll
+    for (int r = 1; r < kRowsAtOnce; ++r) mine = lane == r ? acc[r] : mine;
+    const int row = first + lane;
+    const float updated = bf16_round(__bfloat162float(residual_s[row]) + bf16_round(mine));
+    residual_out[row] = __float2bfloat16_rn(updated);
+    sq += updated * updated;
+  }
+}
+
 // Where a CTA's o rows are and where their results go (v14's o_rows_pass).
 struct ORows {
   const uint4* x_vec;      // (q_dim / 8) the attention output, bf16, in shared memory
@@ -201,32 +245,11 @@ struct ORows {
                    : reinterpret_cast<const uint4*>(row < o.staged ? o.w_s + int64_t(row) * o.q_dim
                                                                    : o.w_rows + row * o.q_dim);
     }
-#pragma unroll 4
-    for (int c = lane; c < chunks; c += kWarpSize) {
-      float x[8];
-      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(o.x_vec[c]), x);
-      uint4 w[kRowsAtOnce];
-#pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = src[r][c];
-#pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) {
-        float wf[8];
-        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = warp_sum(acc[r]);
-    if (!dry && lane < kRowsAtOnce && first + lane < o.rows) {
-      float mine = acc[0];
-#pragma unroll
-      for (int r = 1; r < kRowsAtOnce; ++r) mine = lane == r ? acc[r] : mine;
-      const int row = first + lane;
-      const float updated = bf16_round(__bfloat162float(o.residual_s[row]) + bf16_round(mine));
-      o.residual[row] = __float2bfloat16_rn(updated);
-      sq += updated * updated;
-    }
+    dot_rows(
+        acc, chunks, lane,
+        [&](int c, float(&x)[8]) { bf16x8_to_float(reinterpret_cast<const Bf16x8&>(o.x_vec[c]), x); },
+        [&](int r, int c) { return src[r][c]; });
+    finish_rows(acc, first, o.rows, lane, !dry, o.residual_s, o.residual, sq);
     if (dry) sq = acc[0];
   }
 #endif
@@ -791,28 +814,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     stamp(a.trace, kTraceOStaged);
     sq = 0.0f;
   }
-  // A warp's kRowsAtOnce rows from `first`, chunk c of row first + r read by load(r, c) (16 bytes).
-  const auto multiply_rows = [&](int first, float(&acc)[kRowsAtOnce], auto&& load) {
-#pragma unroll 4
-    for (int c = lane; c < chunks; c += kWarpSize) {
-      float x[8];
+  // dot_rows over a warp's kRowsAtOnce rows, chunk c of row r read by load(r, c) (16 bytes), the attention output as
+  // the version reads it.
+  const auto multiply_rows = [&](float(&acc)[kRowsAtOnce], auto&& load) {
+    dot_rows(acc, chunks, lane, [&](int c, float(&x)[8]) {
       if constexpr (kTypedRows > 0) {  // (v12, v13: one LDS.128, not four conflicting 32-bit LDS)
         const uint4 xv = load_shared_16B(x_vec + c);
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(xv), x);
       } else {
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
       }
-      uint4 w[kRowsAtOnce];
-#pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load(r, c);
-#pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) {
-        float wf[8];
-        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
-      }
-    }
+    }, load);
   };
   if constexpr (kWarmCode == 1) sq += o_rows_pass(o_rows, warp, lane, false);
   for (int first = warp * kRowsAtOnce; kWarmCode != 1 && kOVecs == 0 && first < rows;
@@ -821,10 +833,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (kTypedRows > 0 && first + kRowsAtOnce <= staged) {
       // v12: rows all staged, through shared-memory loads (LDS) rather than generic ones.
       const uint4* rows_s = reinterpret_cast<const uint4*>(smem + l.w + size_t(first) * l.row_pitch);
-      multiply_rows(first, acc, [&](int r, int c) { return load_shared_16B(rows_s + r * (l.row_pitch / 16) + c); });
+      multiply_rows(acc, [&](int r, int c) { return load_shared_16B(rows_s + r * (l.row_pitch / 16) + c); });
     } else if (kTypedRows == 1 && first >= staged) {
       // v12: rows all in global memory, through global loads (LDG: the pointer comes from a kernel parameter).
-      multiply_rows(first, acc, [&](int r, int c) {
+      multiply_rows(acc, [&](int r, int c) {
         return reinterpret_cast<const uint4*>(w_rows + int64_t(min(first + r, rows - 1)) * q_dim)[c];
       });
     } else {
@@ -837,19 +849,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                 : in_ring    ? late_s + int64_t(row - first_late) * q_dim
                                                              : w_rows + row * q_dim);
       }
-      multiply_rows(first, acc, [&](int r, int c) { return src[r][c]; });
+      multiply_rows(acc, [&](int r, int c) { return src[r][c]; });
     }
-#pragma unroll
-    for (int r = 0; r < kRowsAtOnce; ++r) acc[r] = warp_sum(acc[r]);
-    if (lane < kRowsAtOnce && first + lane < rows) {
-      float mine = acc[0];
-#pragma unroll
-      for (int r = 1; r < kRowsAtOnce; ++r) mine = lane == r ? acc[r] : mine;
-      const int row = first + lane;
-      const float updated = bf16_round(__bfloat162float(residual_s[row]) + bf16_round(mine));
-      a.residual[row0 + row] = __float2bfloat16_rn(updated);
-      sq += updated * updated;
-    }
+    finish_rows(acc, first, rows, lane, true, residual_s, a.residual + row0, sq);
   }
   }
   if (kOVecs == 0) stamp(a.trace, kTraceORows);
