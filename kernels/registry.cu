@@ -105,6 +105,8 @@ void launch_qkv_attention_o_v14(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v14_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v15(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v15_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v16(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v16_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -357,6 +359,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                          "thing in the CTA, before it queues its staged o rows; v9's o loop "
                                          "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v15, qkv_attention_o_v15_supports},
+      {"v16_qkv_attention_o_touch_pages", "v9 that prefetches one line of every page its chain touches after the "
+                                          "PDL wait into L2 before it, warming the address translations "
+                                          "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v16, qkv_attention_o_v16_supports},
   };
   return v;
 }

@@ -171,6 +171,11 @@ __device__ __noinline__ void attend_split(const attention_mma::Smem sm, const Qk
 #endif
 }
 
+// One line at ptr into L2: a hint that also fills the address translations on the way (v16).
+[[maybe_unused]] __device__ __forceinline__ void prefetch_l2_line(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr) : "memory");
+}
+
 // The o loop's steps, shared by the kernel's inline loop and v14's o_rows_pass. A warp takes kRowsAtOnce rows at a
 // time, a lane every 32nd 16-byte chunk of each.
 
@@ -275,11 +280,14 @@ struct ORows {
 // o_rows_pass), each called once before the real call as a warm-up of its instructions (above), unless
 // QkvAttentionOArgs::warm_code says otherwise. kWarmCode 2 (v15): the attention's warm-up only, run before the
 // CTA issues its staged o rows (whose bytes v14's warm-up waited behind), and v9's inline o loop.
+// kTouchPages (v16, with kLean): before the PDL wait, one line of each page the chain after it touches goes to L2,
+// warming the address translations the chain would otherwise miss (above).
 // kLateRows (v11, with kLean): the o rows past the staged ones that fit in the K/V ring are copied into it once the
 // ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
 // the wait for the other splits and the merge instead of coming after it.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
+          bool kTouchPages = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -381,6 +389,51 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if constexpr (kWarmCode == 1) warm_attention();
+  // v16: one line of every page the chain after the wait touches, prefetched into L2 by a lane each, so that the
+  // address translations are warm when the chain needs them (v15's diagnostics left translations and instructions
+  // as the cold start's suspects; this warms only the first). The position is a hint, as for v3's prefetch.
+  if constexpr (kTouchPages) {
+    if (warp == 1) {
+      const int32_t hint = min(max(p.positions[0], 0), int32_t(p.max_ctx - 1));
+      const int hint_splits = min(max_splits, (hint + keys_per_split) / keys_per_split);
+      const int kv_head = cta % int(p.kv_heads);
+      const bool attends = cta < hint_splits * int(p.kv_heads);
+      const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), max(hint_splits, 1));
+      const int64_t slot = p.slots ? max(p.slots[0], 0) : 0;
+      const int64_t row_stride = p.kv_heads * kHeadDim;
+      const int64_t first_key = (slot * p.max_ctx + min(range.key0, hint)) * row_stride + int64_t(kv_head) * kHeadDim;
+      const int64_t last_key = first_key + int64_t(max(range.n_keys - 1, 0)) * row_stride;
+      const float* split_stats = a.workspace + counter_words(p.kv_heads);
+      const float* split_values = split_stats + stats_words(p.q_heads, max_splits);
+      const void* page = nullptr;
+      switch (lane) {
+        case 0: page = attends ? p.qkv + int64_t(kv_head) * group * kHeadDim : nullptr; break;
+        case 1: page = attends ? p.qkv + (p.q_heads + kv_head) * kHeadDim : nullptr; break;
+        case 2: page = attends ? p.qkv + (p.q_heads + p.kv_heads + kv_head) * kHeadDim : nullptr; break;
+        case 3: page = attends ? p.q_norm : nullptr; break;
+        case 4: page = attends ? p.k_norm : nullptr; break;
+        case 5: page = attends ? p.inv_freq : nullptr; break;
+        case 6: page = attends ? p.k_cache + first_key : nullptr; break;
+        case 7: page = attends ? p.v_cache + first_key : nullptr; break;
+        case 8: page = attends ? p.k_cache + last_key : nullptr; break;
+        case 9: page = attends ? p.v_cache + last_key : nullptr; break;
+        case 10: page = attends ? split_values + int64_t(kv_head) * group * max_splits * kHeadDim : nullptr; break;
+        case 11: page = attends ? split_stats + int64_t(kv_head) * group * max_splits * 2 : nullptr; break;
+        case 12: page = a.workspace; break;
+        case 13: page = a.attention.out; break;
+        case 14: page = rows > 0 ? a.residual + row0 : nullptr; break;
+        case 15: case 16: case 17: case 18:
+          page = a.residual_delta != nullptr && lane - 15 < a.delta_copies && rows > 0
+                     ? a.residual_delta + int64_t(lane - 15) * a.hidden + row0 : nullptr;
+          break;
+        case 19: page = a.norm_partials; break;
+        case 20: page = staged < rows ? w_rows + int64_t(staged) * q_dim : nullptr; break;
+        case 21: page = rows > 0 ? w_rows + int64_t(rows - 1) * q_dim : nullptr; break;
+        default: break;
+      }
+      if (page != nullptr) prefetch_l2_line(page);
+    }
+  }
   stamp(a.trace, kTraceIssued);
   pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
   stamp(a.trace, kTraceWaited);
@@ -912,10 +965,11 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
+          bool kTouchPages = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
-                                                 kClaimsAhead, kLateRows, kTypedRows, kWarmCode>;
+                                                 kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -929,17 +983,18 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
-          int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
+          int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
+          bool kTouchPages = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode>(a, plan, stream);
+                  kWarmCode, kTouchPages>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode>(a, plan, stream);
+                  kWarmCode, kTouchPages>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode>(a, plan, stream);
+                  kWarmCode, kTouchPages>(a, plan, stream);
   }
 }
 
@@ -947,7 +1002,8 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // the o rows on tensor cores).
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
-          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0>
+          bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
+          bool kTouchPages = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -957,10 +1013,10 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode>(a, plan, stream);
+                    kWarmCode, kTouchPages>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode>(a, plan, stream);
+                    kWarmCode, kTouchPages>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1140,6 +1196,14 @@ bool qkv_attention_o_v15_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v15(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true, 0, false, 0, 2>(a, stream);
+}
+
+// v16_qkv_attention_o_touch_pages: v9 that prefetches one line of every page its chain touches after the PDL wait
+// into L2 before it (kTouchPages above). Refuses what v9 refuses.
+bool qkv_attention_o_v16_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v16(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels
