@@ -328,27 +328,44 @@ __global__ void __launch_bounds__(kThreads, 1)
                                partial + kMaxGroup * kHeadDim,           partial + kMaxGroup * kHeadDim + kMaxGroup,
                                reinterpret_cast<float*>(smem + l.scores), reinterpret_cast<bf16*>(smem + l.p)};
   };
-  // v14, v15: the split's attention once over one K/V tile of the keys the position gives this CTA, read as a hint
-  // (as v3's prefetch reads it; the real pass reads it again after the wait), owning no new key so that nothing
+  // v14-v16: the split this CTA would take at the position read before the PDL wait, as a hint (as v3's prefetch
+  // reads it): in an eager step the position may still be advancing, and the chain reads it again after the wait.
+  // valid: the position and slot are in range and the position gives this CTA a split. head_shift: the kv head
+  // that many past the CTA's (a diagnostic of v15).
+  struct HintedSplit {
+    bool valid;
+    int kv_head;
+    int32_t position;
+    int64_t slot, first_row;  // first_row: the element offset of the split's first key's row in k_cache / v_cache
+    qkv_attention::KeyRange range;
+  };
+  const int64_t kv_row_stride = p.kv_heads * kHeadDim;  // elements between consecutive keys' rows of the cache
+  [[maybe_unused]] const auto hinted_split = [&](int head_shift) {
+    HintedSplit h{};
+    h.position = p.positions[0];
+    h.slot = p.slots ? p.slots[0] : 0;
+    const int hint_splits =
+        h.position >= 0 ? min(max_splits, (h.position + keys_per_split) / keys_per_split) : 0;
+    h.valid = h.position < p.max_ctx && h.slot >= 0 && cta < hint_splits * int(p.kv_heads);
+    if (!h.valid) return h;
+    h.kv_head = (cta + head_shift) % int(p.kv_heads);
+    h.range = qkv_attention::key_range(h.position, cta / int(p.kv_heads), hint_splits);
+    h.first_row = (h.slot * p.max_ctx + min(h.range.key0, h.position)) * kv_row_stride + int64_t(h.kv_head) * kHeadDim;
+    return h;
+  };
+  // v14, v15: the split's attention once over one K/V tile of its hinted split, owning no new key so that nothing
   // global is written: its instructions are fetched before the wait. Its q comes from a qkv buffer the QKV GEMV
   // may be writing: values that are never used. v14 runs it after issuing the staged o rows, v15 before.
   [[maybe_unused]] const auto warm_attention = [&] {
     if constexpr (kWarmCode > 0 && kStages > 0) {
-      const int32_t hint = p.positions[0];
-      const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
-      const int64_t slot = p.slots ? p.slots[0] : 0;
-      if (!(a.warm_code & 2) && hint < p.max_ctx && slot >= 0 && cta < hint_splits * int(p.kv_heads)) {
-        // (diagnostics: warm_code bit 4 reads the next kv head's rows, so that the real pass finds its instructions
-        // fetched but its own K/V rows not; bit 8 reads the first key's row as every key's, so that the warm-up's
-        // K/V loads are one line each for HBM and the rest L2 hits)
-        const int kv_head = (cta + (a.warm_code & 4 ? 1 : 0)) % int(p.kv_heads);
-        const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), hint_splits);
-        const int64_t row_stride = p.kv_heads * kHeadDim;
-        const int64_t first_row =
-            (slot * p.max_ctx + min(range.key0, hint)) * row_stride + int64_t(kv_head) * kHeadDim;
-        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + first_row, p.v_cache + first_row,
-                                        a.warm_code & 8 ? 0 : row_stride, min(range.n_keys, kTileKeys), -1, group,
-                                        keys_cap, a.attention.scale, kv_head, hint, slot, false);
+      // (diagnostics: warm_code bit 4 reads the next kv head's rows, so that the real pass finds its instructions
+      // fetched but its own K/V rows not; bit 8 reads the first key's row as every key's, so that the warm-up's
+      // K/V loads are one line each for HBM and the rest L2 hits)
+      const HintedSplit h = hinted_split(a.warm_code & 4 ? 1 : 0);
+      if (!(a.warm_code & 2) && h.valid) {
+        attend_split<kHeadDim, kStages>(split_smem(), p, p.k_cache + h.first_row, p.v_cache + h.first_row,
+                                        a.warm_code & 8 ? 0 : kv_row_stride, min(h.range.n_keys, kTileKeys), -1,
+                                        group, keys_cap, a.attention.scale, h.kv_head, h.position, h.slot, false);
         __syncthreads();  // every thread is past the warm-up's shared memory before the real pass writes it
       }
     }
@@ -391,18 +408,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kWarmCode == 1) warm_attention();
   // v16: one line of every page the chain after the wait touches, prefetched into L2 by a lane each, so that the
   // address translations are warm when the chain needs them (v15's diagnostics left translations and instructions
-  // as the cold start's suspects; this warms only the first). The position is a hint, as for v3's prefetch.
+  // as the cold start's suspects; this warms only the first). The split's pages are those of its hinted split.
   if constexpr (kTouchPages) {
     if (warp == 1) {
-      const int32_t hint = min(max(p.positions[0], 0), int32_t(p.max_ctx - 1));
-      const int hint_splits = min(max_splits, (hint + keys_per_split) / keys_per_split);
-      const int kv_head = cta % int(p.kv_heads);
-      const bool attends = cta < hint_splits * int(p.kv_heads);
-      const qkv_attention::KeyRange range = qkv_attention::key_range(hint, cta / int(p.kv_heads), max(hint_splits, 1));
-      const int64_t slot = p.slots ? max(p.slots[0], 0) : 0;
-      const int64_t row_stride = p.kv_heads * kHeadDim;
-      const int64_t first_key = (slot * p.max_ctx + min(range.key0, hint)) * row_stride + int64_t(kv_head) * kHeadDim;
-      const int64_t last_key = first_key + int64_t(max(range.n_keys - 1, 0)) * row_stride;
+      const HintedSplit h = hinted_split(0);
+      const bool attends = h.valid;
+      const int kv_head = h.kv_head;
+      const int64_t first_key = h.first_row;
+      const int64_t last_key = first_key + int64_t(max(h.range.n_keys - 1, 0)) * kv_row_stride;
       const float* split_stats = a.workspace + counter_words(p.kv_heads);
       const float* split_values = split_stats + stats_words(p.q_heads, max_splits);
       const void* page = nullptr;
