@@ -197,10 +197,12 @@ struct QkvAttentionOArgs {
   // Tuning, v11 (v11_qkv_attention_o_late_rows) only: bit 1 the ring takes the CTA's last o rows (0: the first
   // unstaged ones), bit 2 they are copied once every split is in (0: once the CTA's ring is free).
   int32_t late_rows = 0;
-  // Tuning, v14 and v15 (v14_qkv_attention_o_warm_code, v15_qkv_attention_o_warm_first) only: bit 1 skips v14's
-  // o loop warm-up pass, bit 2 the attention's (0: every warm-up of the version runs; 3 in v14, 2 in v15: none, the
+  // Tuning, v14 and v15 (v14_qkv_attention_o_warm_code, v15_qkv_attention_o_warm_first): bit 1 skips v14's o loop
+  // warm-up pass, bit 2 the attention's (0: every warm-up of the version runs; 3 in v14, 2 in v15: none, the
   // version's code doing v9's work). Diagnostics: bit 4 warms the attention up on the next kv head's K/V rows, bit 8
-  // on one K/V row read as every key's.
+  // on one K/V row read as every key's. v17 (v17_qkv_attention_o_warm_rows): bit 1 no first o pass, bit 2 one in the
+  // CTAs with a split too, bit 8 those pull their unstaged o rows into L2 after their split; diagnostic bit 4: the
+  // first pass reads shared memory in place of the unstaged rows.
   int32_t warm_code = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

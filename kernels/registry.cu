@@ -107,6 +107,10 @@ void launch_qkv_attention_o_v15(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v15_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v16(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v16_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v17(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v17_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v18(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v18_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -363,6 +367,14 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                           "PDL wait into L2 before it, warming the address translations "
                                           "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v16, qkv_attention_o_v16_supports},
+      {"v17_qkv_attention_o_warm_rows", "v9 whose o loop runs a first pass (nothing written) before the heads are "
+                                        "in, in the CTAs that did not merge one: its instructions fetched and its "
+                                        "unstaged rows read once before the pass that counts (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v17, qkv_attention_o_v17_supports},
+      {"v18_qkv_attention_o_pull_rows", "v9 whose CTAs without a split pull their unstaged o rows into L2 after the "
+                                        "PDL wait, while the splits attend (v17's timing of those reads without its "
+                                        "first pass; v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v18, qkv_attention_o_v18_supports},
   };
   return v;
 }

@@ -285,9 +285,18 @@ struct ORows {
 // kLateRows (v11, with kLean): the o rows past the staged ones that fit in the K/V ring are copied into it once the
 // ring is free (after the CTA's split; after the PDL wait in a CTA without one), so their HBM round trip overlaps
 // the wait for the other splits and the merge instead of coming after it.
+// kWarmRows 2 (v18, with kLean): v9's o loop; a CTA without a split pulls its unstaged o rows into L2 after the
+// PDL wait (bulk prefetches), so their HBM reads happen while the splits attend, as v17's first pass reads them.
+// kWarmRows 1 (v17, with kLean): the o loop runs twice, the first pass before the heads are in (receive_heads in the
+// last pass). Session 7's diagnostic ran the loop a second time after the first and found it ~2.3-2.8 us (staged
+// rows; unstaged rows then in L1 or L2) against ~3.4 and ~7 for the first: both its instructions and its unstaged
+// rows were cold. v14 warmed the instructions only, out of line (a call costing ~4 us); here the same inline loop is
+// run on the real rows while the CTA would wait for the splits anyway (in a CTA without a split, from the PDL wait).
+// Measured (ITERATIONS.md session 15): what pays is the rows' HBM reads moved off the launch's end (the o phase of
+// such a CTA 3.7 us instead of 6.8, the split CTAs' 5.5 instead of 6.9); warm instructions alone take 0.4 us off.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false>
+          bool kTouchPages = false, int kWarmRows = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -573,6 +582,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     reinterpret_cast<__nv_bfloat162*>(dst + quad * 4)[1] = hi;
   };
 
+  // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
+  if (kWarmRows == 2 && cta >= splits * int(p.kv_heads) && warp == 0) {
+    for (int i = staged + lane; i < rows; i += kWarpSize) prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
+  }
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
   if (cta < splits * p.kv_heads) {
     const int kv_head = cta % int(p.kv_heads), split = cta / int(p.kv_heads);
@@ -732,37 +745,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // 3. The attention output: v1 merges every head's splits here, in every CTA; v2 reads the heads' outputs the
-  // last split of each kv head merged.
-  if constexpr (kHeadMerge) {
-    wait_for(arrivals, uint32_t(p.kv_heads));
-    stamp(a.trace, kTraceAllSplits);
-    if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
-    __threadfence();
-    const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
-    for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
-  } else {
-    wait_for(arrivals, uint32_t(splits * p.kv_heads));
-    stamp(a.trace, kTraceAllSplits);
-    __threadfence();
-    merge_heads(0, int(p.q_heads), [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
-      store_quad(x_s, quad, lo, hi);
-      if (cta == 0) store_quad(a.attention.out, quad, lo, hi);
-    });
-  }
-  __syncthreads();  // x_s complete; every thread of this CTA is past its reads of the partials
-  stamp(a.trace, kTraceMerged);
-  if (threadIdx.x == 0 && atomicAdd(departures, 1u) + 1 == gridDim.x) {
-    *arrivals = 0;  // every CTA has seen the count: ready for the next launch
-    *departures = 0;
-  }
+  // last split of each kv head merged. Then this CTA's staged rows are waited for. (v17: in its o loop's last pass.)
+  const auto receive_heads = [&] {
+    if constexpr (kHeadMerge) {
+      wait_for(arrivals, uint32_t(p.kv_heads));
+      stamp(a.trace, kTraceAllSplits);
+      if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
+      __threadfence();
+      const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
+      for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
+    } else {
+      wait_for(arrivals, uint32_t(splits * p.kv_heads));
+      stamp(a.trace, kTraceAllSplits);
+      __threadfence();
+      merge_heads(0, int(p.q_heads), [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
+        store_quad(x_s, quad, lo, hi);
+        if (cta == 0) store_quad(a.attention.out, quad, lo, hi);
+      });
+    }
+    __syncthreads();  // x_s complete; every thread of this CTA is past its reads of the partials
+    stamp(a.trace, kTraceMerged);
+    if (threadIdx.x == 0 && atomicAdd(departures, 1u) + 1 == gridDim.x) {
+      *arrivals = 0;  // every CTA has seen the count: ready for the next launch
+      *departures = 0;
+    }
+    if (staged > 0) mbarrier_wait_parity(bar, 0);
+    if (late > 0) mbarrier_wait_parity(bar + 1, 0);
+    stamp(a.trace, kTraceWeightsIn);
+  };
+  if constexpr (kWarmRows != 1) receive_heads();
 
   // 4. o for this CTA's rows: a warp takes kRowsAtOnce rows at a time, a lane every 32nd 16-byte chunk of each
   // (staged rows from shared memory, the rest from global memory).
   const int chunks = int(q_dim / 8);
   const uint4* x_vec = reinterpret_cast<const uint4*>(x_s);
-  if (staged > 0) mbarrier_wait_parity(bar, 0);
-  if (late > 0) mbarrier_wait_parity(bar + 1, 0);
-  stamp(a.trace, kTraceWeightsIn);
   float sq = 0.0f;
   [[maybe_unused]] float* dots = reinterpret_cast<float*>(smem + l.dots);  // v4, v5: (kWarps, rows_per_cta)
   if constexpr (kOVecs > 0) {
@@ -874,9 +890,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Diagnostic (chain_steps > 0 with bit 8, v1-v3): the o loop runs twice (the second pass recomputes and rewrites
   // the same rows), thread 0 stamping o_staged between: warp 0's rows are staged, so its second pass differs from
   // the first only in finding its instructions already fetched.
-  const int o_passes = !kLean && kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
+  // v17 (kWarmRows 1): the o loop runs a first pass before the heads are in (garbage for the attention output, nothing
+  // written) in the CTAs without a split, the last pass receiving the heads first. QkvAttentionOArgs::warm_code:
+  // bit 1 no first pass; bit 2 one in the CTAs with a split too (not in one that merged a head); bit 8 the CTAs with
+  // a split pull their unstaged rows into L2 once it is written; bit 4 (diagnostic) the first pass reads the
+  // attention output's shared memory in place of the unstaged rows.
+  [[maybe_unused]] const bool attends = cta < splits * int(p.kv_heads);
+  [[maybe_unused]] const bool warm_pass =
+      kWarmRows == 1 && !(a.warm_code & 1) && !merged_head && (!attends || (a.warm_code & 2));
+  if (kWarmRows == 1 && (a.warm_code & 8) && attends && warp == 0) {
+    for (int i = staged + lane; i < rows; i += kWarpSize) prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
+  }
+  const int o_passes = kWarmRows == 1 ? (warm_pass ? 2 : 1)
+                                 : !kLean && kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
   for (int pass = 0; pass < o_passes; ++pass) {
-  if (pass == 1) {
+  [[maybe_unused]] const bool last_pass = pass == o_passes - 1;
+  if constexpr (kWarmRows == 1) {
+    if (last_pass)
+      receive_heads();
+    else if (staged > 0)
+      mbarrier_wait_parity(bar, 0);  // (the first pass reads the staged rows too)
+  } else if (pass == 1) {
     stamp(a.trace, kTraceOStaged);
     sq = 0.0f;
   }
@@ -914,10 +948,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         src[r] = reinterpret_cast<const uint4*>(row < staged ? w_s + int64_t(row) * q_dim
                                                 : in_ring    ? late_s + int64_t(row - first_late) * q_dim
                                                              : w_rows + row * q_dim);
+        if (kWarmRows == 1 && !last_pass && (a.warm_code & 4) && row >= staged) src[r] = x_vec;  // (v17: bit 4)
       }
       multiply_rows(acc, [&](int r, int c) { return src[r][c]; });
     }
-    finish_rows(acc, first, rows, lane, true, residual_s, a.residual + row0, sq);
+    finish_rows(acc, first, rows, lane, kWarmRows != 1 || last_pass, residual_s, a.residual + row0, sq);
+  }
+  if constexpr (kWarmRows == 1) {
+    if (!last_pass) stamp(a.trace, kTraceOStaged);
   }
   }
   if (kOVecs == 0) stamp(a.trace, kTraceORows);
@@ -979,10 +1017,11 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false>
+          bool kTouchPages = false, int kWarmRows = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
-                                                 kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages>;
+                                                 kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
+                                                 kWarmRows>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -997,17 +1036,17 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false>
+          bool kTouchPages = false, int kWarmRows = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
   }
 }
 
@@ -1016,7 +1055,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false>
+          bool kTouchPages = false, int kWarmRows = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
   if constexpr (kWarpKeys) {
@@ -1026,10 +1065,10 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1217,6 +1256,34 @@ bool qkv_attention_o_v16_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v16(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, true>(a, stream);
+}
+
+// v17_qkv_attention_o_warm_rows: v9 whose o loop runs a first pass before the heads are in, in the CTAs without a
+// split (kWarmRows above): its unstaged rows read from HBM while the splits attend, not when every CTA's o phase and
+// the next MLP's first copies want HBM at once. Refuses what v9 refuses. QkvAttentionOArgs::warm_code: bit 1 no
+// first pass, bit 2 one in the CTAs with a split too, bit 8 those pull their unstaged rows into L2 after their
+// split; diagnostic bit 4: the first pass reads shared memory in place of the unstaged rows (instructions only).
+bool qkv_attention_o_v17_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+// Where at least half the launch's positions [0, max_position] split the most CTAs the plan has (max_position past
+// twice the first position that does), no first pass would run for most steps, and v9's own kernel is launched (and
+// warm_code has no effect): v17's code
+// measured 1.2-1.4% slower than v9's at context 8192, where neither does anything different (ITERATIONS.md session
+// 15; code layout, as in sessions 7 and 12). With the engine's power-of-two graph buckets that is v17's kernel up to
+// the bucket of 1024 positions at Qwen3-8B's shape, v9's past it.
+void launch_qkv_attention_o_v17(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // splits == max_splits
+  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v9(a, stream);
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1>(a, stream);
+}
+
+// v18_qkv_attention_o_pull_rows: v9 whose CTAs without a split pull their unstaged o rows into L2 after the PDL
+// wait (kWarmRows 2 above). Refuses what v9 refuses.
+bool qkv_attention_o_v18_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v18(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 2>(a, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -177,7 +177,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-warm-code", o->attention_o_warm_code,
                   "Tuning: v14's and v15's warm-up passes, a bit mask: 1 skips v14's o loop warm-up, 2 the "
                   "attention's (0: every warm-up runs); diagnostics: 4 warms the attention up on the next kv "
-                  "head's rows, 8 on one row as every key's")
+                  "head's rows, 8 on one row as every key's. v17's first o pass: 1 none, 2 in the CTAs with a "
+                  "split too, 8 those pull their unstaged rows into L2 instead; diagnostic 4: on shared memory in "
+                  "place of the unstaged rows")
       ->check(CLI::Range(0, 15));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "

@@ -1128,7 +1128,7 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // o_delta_copies > 0 also a random fp32 residual_delta (the previous layer's MLP output owed to the residual) of
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 // o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
-// o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's; o_warm_code: v14's and v15's
+// o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's; o_warm_code: v14's, v15's and v17's
 // (QkvAttentionOArgs).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
@@ -1478,9 +1478,10 @@ TEST_F(GpuTest, QkvAttentionODecode) {
     run_qkv_attention_case(unused, {"hidden=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
                            &runner, 1000, 0, 0, -1, 0, 0, mode);
   }
-  // v14's and v15's warm-up passes, each left out (QkvAttentionOArgs::warm_code; the cases above run them all), at
-  // 8192, at 129 in slot 2 (the cache check: the warm-up writes no row), and with a short last row block and a delta.
-  for (const int32_t mode : {1, 2, 3}) {
+  // v14's, v15's and v17's warm-up passes, each left out or added (QkvAttentionOArgs::warm_code; the cases above run
+  // the defaults), v17's L2 pulls (8) and v15's and v17's diagnostic 4, at 8192, at 129 in slot 2 (the cache check:
+  // the warm-up writes no row), and with a short last row block and a delta.
+  for (const int32_t mode : {1, 2, 3, 4, 8}) {
     const std::string tuning = " warm code " + str(mode);
     for (const QkvAttentionCase& c :
          {QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192},
