@@ -63,8 +63,10 @@ struct EngineOptions {
   // the version supports the shape and device (sm_90), and only while decode_qkv_attention is not "off". v2 (H200,
   // Qwen3-8B, one lease): 4.328 vs 4.324 ms per step at context 128, 4.420 vs 4.435 at 1024, 4.728 vs 4.870 at 8192
   // (ITERATIONS.md session 5); v1 was slower. v9 (v2's work with its tuning and diagnostic paths compiled out), on
-  // three leases: 1.0062x-1.008x of v2 at 8192, 0.998x-0.999x at 128 and 1024 (sessions 11 and 12).
-  std::string decode_attention_o = "v9_qkv_attention_o_lean";
+  // three leases: 1.0062x-1.008x of v2 at 8192, 0.998x-0.999x at 128 and 1024 (sessions 11 and 12). v17 (v9 whose
+  // CTAs without a split read their o rows while the splits attend; v9 itself past the bucket of 1024): 1.021x-1.022x
+  // of v9 at 128 on four leases, 1.007x-1.010x at 512 on three (session 15).
+  std::string decode_attention_o = "v17_qkv_attention_o_warm_rows";
   // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
   int32_t attention_o_keys_per_split = 0;
   int32_t attention_o_smem_bytes = 0;
@@ -74,7 +76,7 @@ struct EngineOptions {
   int32_t attention_o_claims_ahead = 0;      // QkvAttentionOArgs::claims_ahead (v10; 0: 2)
   int32_t attention_o_claim_static_tiles = 0;  // QkvAttentionOArgs::claim_static_tiles (v10; 0: its ring's)
   int32_t attention_o_late_rows = 0;           // QkvAttentionOArgs::late_rows (v11; 0-3)
-  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15; 0-15)
+  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17; 0-15)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;
