@@ -119,6 +119,8 @@ void launch_gemm_v6(const GemmArgs&, cudaStream_t);
 bool gemm_v6_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v3(const GateUpSwigluArgs&, cudaStream_t);
 bool gate_up_swiglu_v3_supports(const GateUpSwigluArgs&);
+void launch_gate_up_swiglu_v4(const GateUpSwigluArgs&, cudaStream_t);
+bool gate_up_swiglu_v4_supports(const GateUpSwigluArgs&);
 void launch_gemm_v9(const GemmArgs&, cudaStream_t);
 bool gemm_v9_supports(const GemmArgs&);
 void launch_gemm_v10(const GemmArgs&, cudaStream_t);
@@ -395,6 +397,10 @@ const std::vector<KernelVersion<GateUpSwigluArgs>>& gate_up_swiglu_versions() {
        gate_up_swiglu_v2_supports},
       {"v3_gate_up_swiglu_l2", "v2 + bulk L2 prefetch of the first gate/up rows before the PDL wait",
        launch_gate_up_swiglu_v3, gate_up_swiglu_v3_supports},
+      {"v4_gate_up_swiglu_mma", "gemm v10_gemv_mma's kernel (tensor cores, 2-8 tokens) with the gate and up rows of "
+                                "the same 16 features as its two tiles and SwiGLU in the epilogue: v10 + v0_silu_mul's "
+                                "bits in one launch (v10_gemv_mma.cu)",
+       launch_gate_up_swiglu_v4, gate_up_swiglu_v4_supports},
   };
   return v;
 }

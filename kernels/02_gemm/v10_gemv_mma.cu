@@ -13,6 +13,12 @@
 // of them (split-K), its weight loads double-buffered (two 32-k steps ahead); the first group is issued before the
 // PDL wait. The 8 warps' partial sums meet in shared memory and are added in a fixed order (deterministic).
 // PRECOND: k % 256 == 0, x and w 16-byte aligned, 1 <= m <= 8.
+//
+// v4_gate_up_swiglu_mma (the gate_up_swiglu op, kSwiglu): the same kernel with its two row tiles the gate_proj and
+// up_proj rows of the same 16 features, and SwiGLU in the epilogue: bf16(bf16(silu(g)) * u) of the bf16-rounded
+// sums, v0_silu_mul's arithmetic on the values this GEMM would have written, so the same bits as v10 followed by
+// v0_silu_mul, without the (m, 2 * inter) round trip and the extra launch. Why: at batch 4-8 the engine ran those
+// two launches a layer (session 15's profile of the batch-4 step: silu_mul ~4.8 us a layer beside gate|up's 57).
 #include <cuda_runtime.h>
 
 #include "kernels/common/check.h"
@@ -30,13 +36,16 @@ constexpr int kThreads = kWarps * kWarpSize;
 constexpr int kStepK = 32;  // k per warp step: 4 threads (tig) x 8 elements
 constexpr int kUnroll = 2;  // steps per load group
 
-template <int kTiles>
+// kSwiglu: a.w is (2 n, k), gate rows then up rows, a.n the features; tile 0 takes gate rows row0.., tile 1 the up
+// rows of the same features, and y (m, n) gets their SwiGLU.
+template <int kTiles, bool kSwiglu = false>
 __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
+  static_assert(!kSwiglu || kTiles == 2, "SwiGLU pairs a gate tile with an up tile");
   __shared__ float partial[kWarps][kTiles][16][8];  // (warp, tile, row, token)
   pdl_launch_dependents();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int gid = lane / 4, tig = lane % 4;
-  const int64_t row0 = int64_t(blockIdx.x) * kTiles * 16;
+  const int64_t row0 = int64_t(blockIdx.x) * (kSwiglu ? 16 : kTiles * 16);
   const int64_t k_per_warp = a.k / kWarps;
   const int64_t k_begin = warp * k_per_warp, k_end = k_begin + k_per_warp;
   const uint64_t policy = make_evict_first_policy();
@@ -46,7 +55,12 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
 #pragma unroll
   for (int t = 0; t < kTiles; ++t)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) w_row[t][h] = a.w + min(row0 + t * 16 + h * 8 + gid, a.n - 1) * a.k + tig * 8;
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (kSwiglu)
+        w_row[t][h] = a.w + (t * a.n + min(row0 + h * 8 + gid, a.n - 1)) * a.k + tig * 8;
+      else
+        w_row[t][h] = a.w + min(row0 + t * 16 + h * 8 + gid, a.n - 1) * a.k + tig * 8;
+    }
   const bool token_valid = gid < a.m;
   const bf16* x_row = a.x + (token_valid ? gid : 0) * a.k + tig * 8;
 
@@ -123,14 +137,31 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
   }
   __syncthreads();
   const int64_t ldy = a.ldy > 0 ? a.ldy : a.n;  // GemmArgs::y_stride(), which is host-only
-  for (int o = threadIdx.x; o < kTiles * 16 * 8; o += kThreads) {
-    const int t = o / 128, row = (o / 8) % 16, token = o % 8;
-    const int64_t r = row0 + t * 16 + row;
-    if (token >= a.m || r >= a.n) continue;
-    float sum = 0.0f;
+  if constexpr (kSwiglu) {
+    for (int o = threadIdx.x; o < 16 * 8; o += kThreads) {
+      const int row = o / 8, token = o % 8;
+      const int64_t r = row0 + row;
+      if (token >= a.m || r >= a.n) continue;
+      float g = 0.0f, u = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w][t][row][token];
-    a.y[token * ldy + r] = __float2bfloat16_rn(sum);
+      for (int w = 0; w < kWarps; ++w) {
+        g += partial[w][0][row][token];
+        u += partial[w][1][row][token];
+      }
+      g = bf16_round(g);  // (the bf16 gate and up this GEMM would write; then v0_silu_mul's arithmetic)
+      u = bf16_round(u);
+      a.y[token * ldy + r] = __float2bfloat16_rn(bf16_round(g / (1.0f + expf(-g))) * u);
+    }
+  } else {
+    for (int o = threadIdx.x; o < kTiles * 16 * 8; o += kThreads) {
+      const int t = o / 128, row = (o / 8) % 16, token = o % 8;
+      const int64_t r = row0 + t * 16 + row;
+      if (token >= a.m || r >= a.n) continue;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += partial[w][t][row][token];
+      a.y[token * ldy + r] = __float2bfloat16_rn(sum);
+    }
   }
 }
 
@@ -143,6 +174,17 @@ void launch_tiles(const GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool gemm_v10_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.n >= 1; }
+
+bool gate_up_swiglu_v4_supports(const GateUpSwigluArgs& a) {
+  return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.inter >= 1;
+}
+
+// One CTA per 16 features (their gate and up rows: v10's two-tile CTA).
+void launch_gate_up_swiglu_v4(const GateUpSwigluArgs& a, cudaStream_t stream) {
+  const GemmArgs g{a.x, a.w_gate_up, a.out, a.m, a.inter, a.k, a.inter};
+  launch(gemv_mma_kernel<2, true>, dim3(unsigned((a.inter + 15) / 16)), dim3(kThreads), 0, stream, g);
+  CUDA_CHECK_LAUNCH();
+}
 
 // 32 rows per CTA (each activation load feeds two row tiles) where that still gives two CTAs per SM; else 16.
 void launch_gemm_v10(const GemmArgs& a, cudaStream_t stream) {

@@ -100,6 +100,7 @@ void register_bench(CLI::App& app) {
     bool json = false;
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
+    std::string gate_up_swiglu_batched;
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
@@ -228,6 +229,8 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
   cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
+  cmd->add_option("--gate-up-swiglu-batched", o->gate_up_swiglu_batched,
+                  "Override the fused gate|up + SwiGLU version at batch 4-8, or off (gate|up GEMM, then silu_mul)");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
@@ -281,6 +284,7 @@ void register_bench(CLI::App& app) {
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
     if (!o->norm_gate_up.empty()) options.norm_gate_up = o->norm_gate_up;
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
+    if (!o->gate_up_swiglu_batched.empty()) options.gate_up_swiglu_batched_large = o->gate_up_swiglu_batched;
     if (o->pdl) options.pdl = *o->pdl;
     if (o->graph) options.cuda_graph = *o->graph;
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
@@ -446,6 +450,7 @@ void register_bench(CLI::App& app) {
     j["residual_gemv"] = options.residual_gemv;
     j["norm_gate_up"] = options.norm_gate_up;
     j["gate_up_swiglu"] = options.fused_swiglu ? options.gate_up_swiglu : std::string("off");
+    j["gate_up_swiglu_batched"] = options.fused_swiglu ? options.gate_up_swiglu_batched_large : std::string("off");
     j["logits_hash"] = engine->last_logits_hash(0);
     j["load_s"] = load_s;
     if (!o->skip.empty()) j["skipped_launches"] = o->skip;

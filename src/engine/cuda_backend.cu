@@ -250,6 +250,7 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::RmsnormArgs>* rmsnorm = nullptr;
   const KernelVersion<kernels::AddRmsnormArgs>* add_rmsnorm = nullptr;
   const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu = nullptr;
+  const KernelVersion<kernels::GateUpSwigluArgs>* gate_up_swiglu_batched_large = nullptr;  // 4..8 rows, or none
   const KernelVersion<kernels::SampleArgs>* sample = nullptr;
   bool cublas = false;
 
@@ -407,6 +408,9 @@ void CudaEngine::init() {
   m.rmsnorm = &kernels::find_version(kernels::rmsnorm_versions(), options_.rmsnorm);
   m.add_rmsnorm = &kernels::find_version(kernels::add_rmsnorm_versions(), options_.add_rmsnorm);
   m.gate_up_swiglu = &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu);
+  if (options_.gate_up_swiglu_batched_large != "off")
+    m.gate_up_swiglu_batched_large =
+        &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu_batched_large);
   m.sample = &kernels::find_version(kernels::sample_versions(), options_.sample);
   m.sample_plain = &kernels::find_version(kernels::sample_versions(), "v0_sample");
 
@@ -1049,11 +1053,18 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
               attention->kernels_per_launch);
     }
     m.gemm("gemm_o", attn, L.wo, tmp, rows, H, QD);
-    const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && rows == 1;
+    // Batch 1: gate_up_swiglu; 4-8 rows (decode): gate_up_swiglu_batched_large where it takes the shape.
+    const kernels::GateUpSwigluArgs swiglu_args{x, L.w_gate_up, act, rows, I, H};
+    const auto* batched_swiglu = decode && rows >= 4 && rows <= 8 && m.gate_up_swiglu_batched_large &&
+                                         (!m.gate_up_swiglu_batched_large->supports ||
+                                          m.gate_up_swiglu_batched_large->supports(swiglu_args))
+                                     ? m.gate_up_swiglu_batched_large
+                                     : nullptr;
+    const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && (rows == 1 || batched_swiglu);
     if (o.fused) {
       add_rmsnorm(L.post_norm);
       if (swiglu_in_gemv) {
-        m.gate_up_swiglu->launch({x, L.w_gate_up, act, rows, I, H}, s);
+        (rows == 1 ? m.gate_up_swiglu : batched_swiglu)->launch(swiglu_args, s);
         m.count("gemm_gate_up_swiglu", 2.0 * double(2 * I * H + rows * H + rows * I));
       } else {
         m.gemm("gemm_gate_up", x, L.w_gate_up, gate_up, rows, 2 * I, H);

@@ -116,13 +116,17 @@ struct EngineOptions {
   std::string residual_gemv = "v7_gemv_residual";
   std::string norm_gate_up = "v4_gate_up_swiglu_norm";
   std::string gate_up_swiglu = "v1_gate_up_swiglu";  // used when fused_swiglu (batch 1)
+  // At 4-8 rows with fused_swiglu, where decode_gemm_batched_large would run gate|up then silu_mul: gate|up with
+  // SwiGLU in its epilogue on tensor cores (the same bits as v10_gemv_mma + v0_silu_mul), or "off" for those two.
+  // H200, Qwen3-8B, context 128: batch 4 5.193 / 5.196 ms against 5.318 / 5.314, batch 8 1.022x (session 15).
+  std::string gate_up_swiglu_batched_large = "v4_gate_up_swiglu_mma";
   std::string sample = "v1_sample_topk";
   std::string prefill_attention = "v0_attention";
   std::string rmsnorm = "v1_rmsnorm_vec";
   std::string add_rmsnorm = "v1_add_rmsnorm_vec";
   bool fused = true;       // fused QKV and gate|up GEMMs, one QK-norm+RoPE+cache kernel, residual add in the norm
   // Batch-1 decode fusions (at batch 2..8 the plain v2 GEMV + silu_mul + add_rmsnorm measured faster):
-  bool fused_swiglu = true;  // SwiGLU in the gate|up GEMV's epilogue (v1_gate_up_swiglu)
+  bool fused_swiglu = true;  // SwiGLU in the gate|up GEMV's epilogue (batch 1; 4-8: gate_up_swiglu_batched_large)
   bool fold_norms = true;    // residual adds in the O/down GEMVs, RMSNorms in the QKV/gate|up GEMVs
   // L2 persistence (cudaAccessPropertyPersisting) for what every decode step reads again: "off", "norms" (every
   // RMSNorm weight, laid out as one block: 0.6 MB for Qwen3-8B) or "kv" (the KV cache, K and V as one range, its
