@@ -125,6 +125,8 @@ void launch_gemm_v9(const GemmArgs&, cudaStream_t);
 bool gemm_v9_supports(const GemmArgs&);
 void launch_gemm_v10(const GemmArgs&, cudaStream_t);
 bool gemm_v10_supports(const GemmArgs&);
+void launch_gemm_v11(const GemmArgs&, cudaStream_t);
+bool gemm_v11_supports(const GemmArgs&);
 void launch_gemv_residual_v9(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v9_supports(const GemvResidualArgs&);
 void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
@@ -219,6 +221,9 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
       {"v10_gemv_mma", "decode batch 2-8 on tensor cores: mma.sync m16n8k16 fed by 16-byte loads (weights as A, "
                        "the batch as B), split-K over 8 warps",
        launch_gemm_v10, gemm_v10_supports},
+      {"v11_gemv_mma_deep", "v10 whose one-tile CTAs (o, qkv, down at Qwen3-8B's shapes) keep four 32-k steps a load "
+                            "group in flight instead of two (v10_gemv_mma.cu)",
+       launch_gemm_v11, gemm_v11_supports},
   };
   return v;
 }

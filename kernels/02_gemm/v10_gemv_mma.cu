@@ -38,7 +38,8 @@ constexpr int kUnroll = 2;  // steps per load group
 
 // kSwiglu: a.w is (2 n, k), gate rows then up rows, a.n the features; tile 0 takes gate rows row0.., tile 1 the up
 // rows of the same features, and y (m, n) gets their SwiGLU.
-template <int kTiles, bool kSwiglu = false>
+// kDepth: 32-k steps per load group (v11: 4 where one tile, twice the bytes in flight).
+template <int kTiles, bool kSwiglu = false, int kDepth = kUnroll>
 __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
   static_assert(!kSwiglu || kTiles == 2, "SwiGLU pairs a gate tile with an up tile");
   __shared__ float partial[kWarps][kTiles][16][8];  // (warp, tile, row, token)
@@ -70,9 +71,9 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[t][i] = 0.0f;
 
-  auto load_w = [&](uint4(&buf)[kUnroll][kTiles][2], int64_t kb) {
+  auto load_w = [&](uint4(&buf)[kDepth][kTiles][2], int64_t kb) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
+    for (int u = 0; u < kDepth; ++u)
 #pragma unroll
       for (int t = 0; t < kTiles; ++t)
 #pragma unroll
@@ -91,13 +92,13 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
       mma_bf16_16816(acc[t], a_hi, b_hi);
     }
   };
-  auto compute = [&](const uint4(&buf)[kUnroll][kTiles][2], int64_t kb) {
+  auto compute = [&](const uint4(&buf)[kDepth][kTiles][2], int64_t kb) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) mma_step(buf[u], kb + u * kStepK);
+    for (int u = 0; u < kDepth; ++u) mma_step(buf[u], kb + u * kStepK);
   };
 
-  constexpr int64_t kGroupK = int64_t(kUnroll) * kStepK;
-  uint4 cur[kUnroll][kTiles][2], nxt[kUnroll][kTiles][2];
+  constexpr int64_t kGroupK = int64_t(kDepth) * kStepK;
+  uint4 cur[kDepth][kTiles][2], nxt[kDepth][kTiles][2];
   int64_t kb = k_begin;
   const bool have_group = kb + kGroupK <= k_end;
   if (have_group) load_w(cur, kb);
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
       kb = next;
       if (!have_next) break;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int u = 0; u < kDepth; ++u)
 #pragma unroll
         for (int t = 0; t < kTiles; ++t)
 #pragma unroll
@@ -165,15 +166,29 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(GemmArgs a) {
   }
 }
 
-template <int kTiles>
+template <int kTiles, int kDepth = kUnroll>
 void launch_tiles(const GemmArgs& a, cudaStream_t stream) {
   const unsigned blocks = unsigned((a.n + kTiles * 16 - 1) / (kTiles * 16));
-  launch(gemv_mma_kernel<kTiles>, dim3(blocks), dim3(kThreads), 0, stream, a);
+  launch(gemv_mma_kernel<kTiles, false, kDepth>, dim3(blocks), dim3(kThreads), 0, stream, a);
 }
 
 }  // namespace
 
 bool gemm_v10_supports(const GemmArgs& a) { return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.n >= 1; }
+
+// v11_gemv_mma_deep: v10 whose one-tile CTAs (the shapes with fewer than 32 x 2 x SMs rows: Qwen3-8B's o, qkv and
+// down projections) keep four 32-k steps a load group in flight instead of two: session 15's profile of the batch-4
+// step had those GEMMs at 2.2-2.9 TB/s (gate|up, two tiles a CTA, 3.5).
+bool gemm_v11_supports(const GemmArgs& a) { return gemm_v10_supports(a); }
+
+void launch_gemm_v11(const GemmArgs& a, cudaStream_t stream) {
+  if (a.n / 32 >= 2 * device_sm_count()) {
+    launch_tiles<2>(a, stream);
+  } else {
+    launch_tiles<1, 4>(a, stream);
+  }
+  CUDA_CHECK_LAUNCH();
+}
 
 bool gate_up_swiglu_v4_supports(const GateUpSwigluArgs& a) {
   return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.inter >= 1;

@@ -27,8 +27,10 @@ struct EngineOptions {
   std::string decode_gemm = "v4_gemv_pdl";         // decode GEMMs at batch 1
   std::string decode_gemm_batched = "v2_gemv_stream";  // decode GEMMs at batch 2..3 (fastest there, bench_runner)
   // Decode GEMMs from batch 4 (tensor cores; measured on the H200: batch 8 step 5.24 vs 7.55 ms with v2, batch 4
-  // 5.30 vs 5.36, batch 2 5.05 vs 4.52: slower there). Falls back to decode_gemm_batched where unsupported.
-  std::string decode_gemm_batched_large = "v10_gemv_mma";
+  // 5.30 vs 5.36, batch 2 5.05 vs 4.52: slower there). Falls back to decode_gemm_batched where unsupported. v11 (v10
+  // with twice the bytes in flight in its one-tile CTAs, the same bits): batch 4 4.776 / 4.774 ms against v10's
+  // 5.195 (1.088x), batch 8 1.082x, the same logits hashes (session 15).
+  std::string decode_gemm_batched_large = "v11_gemv_mma_deep";
   std::string prefill_gemm = "v3_gemm_mma";        // GEMMs with more rows (prefill)
   bool cublas_gemm = false;                        // every GEMM through cuBLAS instead (the baseline path)
   std::string decode_attention = "v3_flash_decode_wide";
