@@ -5,7 +5,10 @@ traced op spends its time.
 For every layer, times are taken from the first CTA's start (the moment the launch got its first SM). Per event it
 prints the mean and the slowest CTA over CTAs, averaged over layers, in microseconds, over the CTAs that reached
 the event (a stamp of 0: not reached, e.g. "attended" for CTAs without a split). Event names come from the file
-("event_names"; the attention_o trace predates it). Usage: bench/attention_o_trace.py TRACE.json [TRACE2.json ...]
+("event_names"; the attention_o trace predates it). With --by-split (attention_o traces) it also prints each event's
+mean for the CTAs with a split and those without one, in microseconds after the layer's first PDL wait ("waited"),
+the first layer left out (as in ITERATIONS.md session 15's table).
+Usage: bench/attention_o_trace.py [--by-split] TRACE.json [TRACE2.json ...]
 """
 import gzip
 import json
@@ -53,5 +56,37 @@ def summarize(path):
             print(f"{e:<12} {s[0] / s[2]:8.2f} {s[1] / s[2]:8.2f}")
 
 
-for p in sys.argv[1:]:
+def by_split(path):
+    """Per event, the mean over the CTAs with a split ("attended" stamped) and over those without, us after the
+    layer's earliest "waited" stamp, layers 1.. (the first layer's launch waits on the embedding, not a GEMV)."""
+    t = load(path)
+    layers, ctas, events = t["layers"], t["ctas"], t["events"]
+    names = t.get("event_names", EVENTS)
+    if "attended" not in names or "waited" not in names:
+        print(f"{path}: no attended / waited events (not an attention_o trace)")
+        return
+    stamps, ix = t["stamps_ns"], {n: i for i, n in enumerate(names)}
+    groups = {"with a split": {}, "without": {}}
+    counts = {"with a split": 0, "without": 0}
+    for layer in range(1, layers):
+        rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
+        ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
+        for r in rows:
+            group = "with a split" if r[ix["attended"]] != 0 else "without"
+            counts[group] += 1
+            for n in names:
+                if n != "sm" and r[ix[n]] != 0:
+                    groups[group].setdefault(n, []).append((r[ix[n]] - ref) / 1e3)
+    print(f"{path}: means by CTA group, us after the layer's first PDL wait (layers 1-{layers - 1})")
+    for group, values in groups.items():
+        if counts[group] == 0:
+            continue
+        cells = " ".join(f"{n}={sum(v) / len(v):.2f}" for n, v in values.items() if n not in ("start", "issued"))
+        print(f"  {group:<13} {counts[group] / (layers - 1):6.1f} CTAs a layer  {cells}")
+
+
+split_view = "--by-split" in sys.argv[1:]
+for p in (a for a in sys.argv[1:] if a != "--by-split"):
     summarize(p)
+    if split_view:
+        by_split(p)
