@@ -582,10 +582,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     reinterpret_cast<__nv_bfloat162*>(dst + quad * 4)[1] = hi;
   };
 
-  // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
-  if (kWarmRows == 2 && cta >= splits * int(p.kv_heads) && warp == 0) {
+  // v17 (warm_code bit 8), v18: this CTA's unstaged o rows into L2, a row per lane of warp 0.
+  [[maybe_unused]] const auto pull_unstaged_rows = [&] {
+    if (warp != 0) return;
     for (int i = staged + lane; i < rows; i += kWarpSize) prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
-  }
+  };
+  // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
+  if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
   if (cta < splits * p.kv_heads) {
     const int kv_head = cta % int(p.kv_heads), split = cta / int(p.kv_heads);
@@ -898,9 +901,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   [[maybe_unused]] const bool attends = cta < splits * int(p.kv_heads);
   [[maybe_unused]] const bool warm_pass =
       kWarmRows == 1 && !(a.warm_code & 1) && !merged_head && (!attends || (a.warm_code & 2));
-  if (kWarmRows == 1 && (a.warm_code & 8) && attends && warp == 0) {
-    for (int i = staged + lane; i < rows; i += kWarpSize) prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
-  }
+  if (kWarmRows == 1 && (a.warm_code & 8) && attends) pull_unstaged_rows();
   const int o_passes = kWarmRows == 1 ? (warm_pass ? 2 : 1)
                                  : !kLean && kOVecs == 0 && a.chain_steps > 0 && (a.chain_steps & 8) ? 2 : 1;
   for (int pass = 0; pass < o_passes; ++pass) {
@@ -1267,10 +1268,10 @@ bool qkv_attention_o_v17_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 // Where at least half the launch's positions [0, max_position] split the most CTAs the plan has (max_position past
 // twice the first position that does), no first pass would run for most steps, and v9's own kernel is launched (and
-// warm_code has no effect): v17's code
-// measured 1.2-1.4% slower than v9's at context 8192, where neither does anything different (ITERATIONS.md session
-// 15; code layout, as in sessions 7 and 12). With the engine's power-of-two graph buckets that is v17's kernel up to
-// the bucket of 1024 positions at Qwen3-8B's shape, v9's past it.
+// warm_code has no effect): v17's code measured 1.2-1.4% slower than v9's at context 8192, where neither does
+// anything different (ITERATIONS.md session 15; code layout, as in sessions 7 and 12). With the engine's
+// power-of-two graph buckets that is v17's kernel up to the bucket of 1024 positions at Qwen3-8B's shape, v9's past
+// it.
 void launch_qkv_attention_o_v17(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // splits == max_splits
