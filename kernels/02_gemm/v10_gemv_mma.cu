@@ -190,14 +190,16 @@ void launch_gemm_v11(const GemmArgs& a, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-bool gate_up_swiglu_v4_supports(const GateUpSwigluArgs& a) {
-  return a.m >= 1 && a.m <= 8 && a.k % 256 == 0 && a.inter >= 1;
-}
+namespace {
+// v4_gate_up_swiglu_mma's GEMM in the kernel's kSwiglu terms: n the features, y (m, inter).
+GemmArgs swiglu_gemm(const GateUpSwigluArgs& a) { return {a.x, a.w_gate_up, a.out, a.m, a.inter, a.k, a.inter}; }
+}  // namespace
+
+bool gate_up_swiglu_v4_supports(const GateUpSwigluArgs& a) { return gemm_v10_supports(swiglu_gemm(a)); }
 
 // One CTA per 16 features (their gate and up rows: v10's two-tile CTA).
 void launch_gate_up_swiglu_v4(const GateUpSwigluArgs& a, cudaStream_t stream) {
-  const GemmArgs g{a.x, a.w_gate_up, a.out, a.m, a.inter, a.k, a.inter};
-  launch(gemv_mma_kernel<2, true>, dim3(unsigned((a.inter + 15) / 16)), dim3(kThreads), 0, stream, g);
+  launch(gemv_mma_kernel<2, true>, dim3(unsigned((a.inter + 15) / 16)), dim3(kThreads), 0, stream, swiglu_gemm(a));
   CUDA_CHECK_LAUNCH();
 }
 
