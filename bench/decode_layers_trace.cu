@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
                                      device_alloc<float>(qwen3::kernels::decode_layers_workspace_floats(KVH, D)), sync};
   a.ring_stages = ring_stages;
   a.split_keys = split_keys;
-  if (v.supports && !v.supports(a)) {
+  if (!v.takes(a)) {
     std::fprintf(stderr, "%s does not support this shape or device\n", v.name);
     return 1;
   }

@@ -328,7 +328,7 @@ template <class Args>
 const KernelVersion<Args>& newest_supporting(const std::vector<KernelVersion<Args>>& versions,
                                              const Args& args) {
   for (auto it = versions.rbegin(); it != versions.rend(); ++it)
-    if (!it->supports || it->supports(args)) return *it;
+    if (it->takes(args)) return *it;
   throw std::runtime_error("no version supports the composite's arguments");
 }
 

@@ -21,6 +21,9 @@ struct KernelVersion {
   void (*launch)(const Args&, cudaStream_t);
   bool (*supports)(const Args&);  // nullptr: every shape the op's PRECONDs allow
   int kernels_per_launch = 1;     // CUDA kernels one launch() issues (e.g. a split kernel plus a merge kernel)
+
+  // Whether launch() takes these args: supports(args), or any args where the version has no supports().
+  bool takes(const Args& args) const { return supports == nullptr || supports(args); }
 };
 
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions();

@@ -294,11 +294,10 @@ struct CudaEngine::Impl {
     if (cublas) {
       kernels::launch_gemm_cublas(a, stream);
     } else {
-      const auto supported = [&](const KernelVersion<kernels::GemmArgs>* v) { return !v->supports || v->supports(a); };
-      const auto* small = m == 1                                                   ? decode_gemm
-                          : m >= 4 && supported(decode_gemm_batched_large) ? decode_gemm_batched_large
-                                                                                   : decode_gemm_batched;
-      const bool decode_regime = m <= 8 && supported(small);
+      const auto* small = m == 1                                          ? decode_gemm
+                          : m >= 4 && decode_gemm_batched_large->takes(a) ? decode_gemm_batched_large
+                                                                          : decode_gemm_batched;
+      const bool decode_regime = m <= 8 && small->takes(a);
       (decode_regime ? small : prefill_gemm)->launch(a, stream);
     }
     count(what, 2.0 * double(n * kdim + m * kdim + m * n));
@@ -737,7 +736,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   kernels::AttentionArgs attention_args{q, nullptr, nullptr, attn, positions, slots, rows, c.num_heads,
                                         c.num_kv_heads, D, context, max_position, 1.0f / std::sqrt(float(D)),
                                         m.attention_workspace.as<float>()};
-  if (attention->supports && !attention->supports(attention_args)) attention = m.prefill_attention;
+  if (!attention->takes(attention_args)) attention = m.prefill_attention;
   const auto trigger = [&](const char* site) {
     const auto it = o.pdl_trigger.find(site);
     return it == o.pdl_trigger.end() ? 0.0f : it->second;
@@ -766,7 +765,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   const auto fused_attention = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, bool prefetch_o = true) {
     if (!decode || !o.fused || !m.decode_qkv_attention) return false;
     const kernels::QkvAttentionArgs a = qkv_attention_args(L, k_cache, v_cache, prefetch_o);
-    if (m.decode_qkv_attention->supports && !m.decode_qkv_attention->supports(a)) return false;
+    if (!m.decode_qkv_attention->takes(a)) return false;
     if (o.skip_launches.count("qkv_attention") == 0) m.decode_qkv_attention->launch(a, s);
     m.count("qkv_attention", qkv_attention_bytes, m.decode_qkv_attention->kernels_per_launch);
     return true;
@@ -782,7 +781,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const auto chosen_or_first = [&]<class Args>(const KernelVersion<Args>* chosen,
                                                  const std::vector<KernelVersion<Args>>& versions,
                                                  const std::type_identity_t<Args>& args) {
-      return chosen->supports && !chosen->supports(args) ? &versions[0] : chosen;
+      return chosen->takes(args) ? chosen : &versions[0];
     };
     const auto launch_or_first = [&]<class Args>(const KernelVersion<Args>* chosen,
                                                  const std::vector<KernelVersion<Args>>& versions,
@@ -804,7 +803,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                         m.layer_cache_elems, positions, slots, m.inv_freq.as<float>(),
                                         m.attention_factor, eps, 1.0f / std::sqrt(float(D)), max_position,
                                         m.decode_layers_workspace.as<float>(), m.decode_layers_sync.as<uint32_t>()};
-      if (!m.decode_layers->supports || m.decode_layers->supports(a)) {
+      if (m.decode_layers->takes(a)) {
         if (kept("decode_layers")) m.decode_layers->launch(a, s);
         m.count("decode_layers", double(c.num_layers) * (double(m.layer_weight_bytes) +
                                                           2.0 * double(2 * KVD * (max_position + 1))));
@@ -863,7 +862,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.qkv_partial_count = partial_count;
         a.qkv_out = m.qkv.as<bf16>();
       }
-      if (m.attention_o->supports && !m.attention_o->supports(a)) return false;
+      if (!m.attention_o->takes(a)) return false;
       if (with_qkv && !m.attention_o->supports) return false;  // (a version that cannot say it takes the QKV)
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
       // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
@@ -921,11 +920,10 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     bool mlp_in_one_launch = false, mlp_runs_next_qkv = false, mlp_with_o = false;
     if (m.mlp && m.attention_o && m.decode_qkv_attention && m.layers.size() > 1) {
       const kernels::QkvAttentionOArgs a = attention_o_args(m.layers[0], m.k_cache(), m.v_cache(), partials);
-      const auto supported = [&](const kernels::NormMlpArgs& args) { return !m.mlp->supports || m.mlp->supports(args); };
-      if (!m.attention_o->supports || m.attention_o->supports(a)) {
-        mlp_runs_next_qkv = supported(mlp_args(m.layers[0], &m.layers[1]));
-        mlp_in_one_launch = mlp_runs_next_qkv || supported(mlp_args(m.layers[0], nullptr));
-        mlp_with_o = !mlp_in_one_launch && m.mlp->supports && supported(mlp_with_o_args(m.layers[0]));
+      if (m.attention_o->takes(a)) {
+        mlp_runs_next_qkv = m.mlp->takes(mlp_args(m.layers[0], &m.layers[1]));
+        mlp_in_one_launch = mlp_runs_next_qkv || m.mlp->takes(mlp_args(m.layers[0], nullptr));
+        mlp_with_o = !mlp_in_one_launch && m.mlp->supports && m.mlp->takes(mlp_with_o_args(m.layers[0]));
       }
     }
     float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
@@ -1056,8 +1054,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     // Batch 1: gate_up_swiglu; 4-8 rows (decode): gate_up_swiglu_batched_large where it takes the shape.
     const kernels::GateUpSwigluArgs swiglu_args{x, L.w_gate_up, act, rows, I, H};
     const auto* batched_swiglu = decode && rows >= 4 && rows <= 8 && m.gate_up_swiglu_batched_large &&
-                                         (!m.gate_up_swiglu_batched_large->supports ||
-                                          m.gate_up_swiglu_batched_large->supports(swiglu_args))
+                                         m.gate_up_swiglu_batched_large->takes(swiglu_args)
                                      ? m.gate_up_swiglu_batched_large
                                      : nullptr;
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && (rows == 1 || batched_swiglu);

@@ -207,8 +207,7 @@ void check_delta_copies_support(const std::vector<kernels::KernelVersion<Args>>&
   Args one = args;
   one.delta_copies = 1;
   for (const auto& v : versions) {
-    const auto takes = [&](const Args& a) { return v.supports == nullptr || v.supports(a); };
-    if (takes(args) || !takes(one)) continue;  // takes them, or refuses for another reason
+    if (v.takes(args) || !v.takes(one)) continue;  // takes them, or refuses for another reason
     if (fail && std::find(must.begin(), must.end(), std::string(v.name)) != must.end())
       ADD_FAILURE() << label << " | " << v.name << " must support delta_copies=" << args.delta_copies;
     else
@@ -2677,8 +2676,7 @@ void launch_mlp_qkv_next_twice(const NormMlpArgs& a, cudaStream_t stream) {
   mlp_qkv_next_version().launch(a, stream);
 }
 bool mlp_qkv_next_supports(const NormMlpArgs& a) {
-  const auto& v = mlp_qkv_next_version();
-  return v.supports == nullptr || v.supports(a);
+  return mlp_qkv_next_version().takes(a);
 }
 
 // The MLP sublayer with the next layer's QKV norm GEMV in the same launch (NormMlpArgs' next fields,
@@ -3224,7 +3222,7 @@ TEST_F(GpuTest, DecodeLayersMatchReference) {
   if (quick_mode()) cases[2].layers = 1;  // 0.4 GB of weights and a slow CPU reference per layer
   const auto& versions = kernels::decode_layers_versions();
   const bool any = std::any_of(versions.begin(), versions.end(), [&](const auto& v) {
-    return !v.supports || v.supports(decode_layers_shape(cases.front()));
+    return v.takes(decode_layers_shape(cases.front()));
   });
   if (!any) {
     int major = 0, minor = 0;
