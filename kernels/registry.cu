@@ -111,6 +111,16 @@ void launch_qkv_attention_o_v17(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v17_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v18(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v18_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v19(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v19_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v20(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v20_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v21(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v21_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v22(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v22_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v23(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v23_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -382,6 +392,22 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                         "PDL wait, while the splits attend (v17's timing of those reads without its "
                                         "first pass; v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v18, qkv_attention_o_v18_supports},
+      {"v19_qkv_attention_o_deep_rows", "v9 whose o loop keeps 8 chunks of each row in flight a lane, not 4: an "
+                                        "unstaged row in 2 dependent round trips, not 4 (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v19, qkv_attention_o_v19_supports},
+      {"v20_qkv_attention_o_warm_deep_rows", "v17 (the first o pass in the CTAs without a split) with v19's o loop; "
+                                             "v19 where v17 takes v9 (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v20, qkv_attention_o_v20_supports},
+      {"v21_qkv_attention_o_late_staging", "v17 whose CTAs with a split stage their o rows after the split, not "
+                                           "before the PDL wait (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v21, qkv_attention_o_v21_supports},
+      {"v22_qkv_attention_o_scaled_splits", "v17 with fewer, longer splits past 384 keys (6 splits of up to 192 "
+                                            "keys, then 192 keys a split), more CTAs free for the first o pass "
+                                            "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v22, qkv_attention_o_v22_supports},
+      {"v23_qkv_attention_o_bucket_splits", "v17 in the graph buckets where it runs its own kernel, v22 (fewer, "
+                                            "longer splits) where v17 takes v9's (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v23, qkv_attention_o_v23_supports},
   };
   return v;
 }

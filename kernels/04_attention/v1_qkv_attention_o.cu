@@ -79,6 +79,11 @@ constexpr size_t kStaticSmemSlack = 1024;  // the __shared__ variables of the ke
 // 128 KB 4.38, 160 KB 4.36, 200 KB 4.60, 226 KB 4.81 (the chain: 4.31). Past ~160 KB the gate|up GEMV launched
 // early behind it (PDL) no longer finds room for a CTA beside it, and the staged rows cannot make that up.
 constexpr size_t kDefaultSmem = 160 * 1024;
+// v22 (kScaledSplits): past kScaledSplitsTarget splits of keys_per_split keys, that many splits of up to
+// kScaledSplitsMaxKeys keys each, then splits of that many keys (session 15: at positions 512-768 128 keys a split
+// measured best, at 1024-1280 192, at 128-384 v17's 64).
+constexpr int kScaledSplitsTarget = 6;
+constexpr int kScaledSplitsMaxKeys = 192;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
 
@@ -181,22 +186,53 @@ __device__ __noinline__ void attend_split(const attention_mma::Smem sm, const Qk
 
 // Adds to acc[r] the dot product of row r with the attention output over this lane's chunks c = lane, lane + 32,
 // ... below `chunks`: load_x(c, x) gives the output's chunk c as 8 floats, load_row(r, c) row r's (16 bytes).
-template <class LoadX, class LoadRow>
+// kChunksAtOnce 4 (v1-v18): the loop unrolled 4 times, which ptxas schedules as 16 loads a lane, then their FMAs.
+// kChunksAtOnce 8 (v19, v20): all loads of 8 chunks of each row issued before any is used (32 loads a lane, 128
+// registers): an unstaged row's 16 chunks a lane in 2 dependent round trips, not 4. (The same loop unrolled 8
+// times was scheduled by ptxas as ~18 loads, then a load per FMA group as registers freed.) Same sums in the same
+// order either way.
+template <int kChunksAtOnce = 4, class LoadX, class LoadRow>
 __device__ __forceinline__ void dot_rows(float (&acc)[kRowsAtOnce], int chunks, int lane, LoadX&& load_x,
                                          LoadRow&& load_row) {
+  if constexpr (kChunksAtOnce == 4) {
 #pragma unroll 4
-  for (int c = lane; c < chunks; c += kWarpSize) {
-    float x[8];
-    load_x(c, x);
-    uint4 w[kRowsAtOnce];
+    for (int c = lane; c < chunks; c += kWarpSize) {
+      float x[8];
+      load_x(c, x);
+      uint4 w[kRowsAtOnce];
 #pragma unroll
-    for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load_row(r, c);
+      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load_row(r, c);
 #pragma unroll
-    for (int r = 0; r < kRowsAtOnce; ++r) {
-      float wf[8];
-      bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
+      for (int r = 0; r < kRowsAtOnce; ++r) {
+        float wf[8];
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
+        for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
+      }
+    }
+  } else {
+    for (int c0 = lane; c0 < chunks; c0 += kWarpSize * kChunksAtOnce) {
+      uint4 w[kChunksAtOnce][kRowsAtOnce];
+#pragma unroll
+      for (int u = 0; u < kChunksAtOnce; ++u) {
+        const int c = c0 + u * kWarpSize;
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) w[u][r] = c < chunks ? load_row(r, c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kChunksAtOnce; ++u) {
+        const int c = c0 + u * kWarpSize;
+        if (c >= chunks) break;
+        float x[8];
+        load_x(c, x);
+#pragma unroll
+        for (int r = 0; r < kRowsAtOnce; ++r) {
+          float wf[8];
+          bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[u][r]), wf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r] += wf[e] * x[e];
+        }
+      }
     }
   }
 }
@@ -294,9 +330,17 @@ struct ORows {
 // run on the real rows while the CTA would wait for the splits anyway (in a CTA without a split, from the PDL wait).
 // Measured (ITERATIONS.md session 15): what pays is the rows' HBM reads moved off the launch's end (the o phase of
 // such a CTA 3.7 us instead of 6.8, the split CTAs' 5.5 instead of 6.9); warm instructions alone take 0.4 us off.
+// kScaledSplits (v22, with kWarmRows 1): a position gets min(ceil(keys / keys_per_split), max(6, ceil(keys / 192)))
+// splits, at most max_splits (keys = position + 1): v17's up to 6 splits, then 6 of up to 192 keys, then splits of
+// 192 keys until every CTA has one. Fewer, longer splits past 384 keys leave more CTAs for the first o pass.
+// kDeferStaging (v21, with kWarmRows 1): the CTAs that take a split issue their staged rows' copies after it
+// (above), not before the PDL wait.
+// kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
+// v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false, int kWarmRows = 0>
+          bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
+          bool kDeferStaging = false, bool kScaledSplits = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -380,12 +424,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
   if constexpr (kWarmCode == 2) warm_attention();  // (v15: before this CTA queues any bytes of its own)
-  if (warp == 0) {
+  // The staged rows' bulk copies, by warp 0. v21 (kDeferStaging): a CTA that the position as read now gives a split
+  // issues them once its split is counted, not here, so that its chain's loads do not queue behind them; a CTA that
+  // turns out after the wait to have no split issues them then (a stale hint only moves when they are issued).
+  const auto stage_rows = [&] {
     const uint64_t policy = make_evict_first_policy();
     if (lane == 0 && staged > 0) mbarrier_arrive_expect_tx(bar, uint32_t(staged * q_dim * 2));
     __syncwarp();
     for (int i = lane; i < staged; i += kWarpSize)
       bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
+  };
+  bool staging_deferred = false;
+  if constexpr (kDeferStaging) {
+    const int32_t hint = p.positions[0];
+    const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
+    staging_deferred = hint < p.max_ctx && cta < hint_splits * int(p.kv_heads);
+  }
+  if (warp == 0) {
+    if (!staging_deferred) stage_rows();
     // Default none: prefetching the rest into L2 at the start measured slower (4.42 vs 4.36 ms per step), its
     // traffic meets the attention's latency-bound reads (and, in session 6, the QKV GEMV's stream).
     const int prefetched = kShortChain || kLean ? 0
@@ -498,7 +554,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
-  const int splits = min(max_splits, (position + keys_per_split) / keys_per_split);
+  const int fine_splits = min(max_splits, (position + keys_per_split) / keys_per_split);
+  const int splits = kScaledSplits ? min(fine_splits, max(kScaledSplitsTarget, (position + kScaledSplitsMaxKeys) /
+                                                                                  kScaledSplitsMaxKeys))
+                                   : fine_splits;
+  if (kDeferStaging && staging_deferred && warp == 0 && cta >= splits * int(p.kv_heads)) stage_rows();  // (v21)
   uint32_t* arrivals = reinterpret_cast<uint32_t*>(a.workspace);  // v1: splits done; v2: kv heads merged
   uint32_t* departures = arrivals + 1;
   uint32_t* head_arrivals = arrivals + 2;                               // v2: (kv_heads) splits done
@@ -689,6 +749,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
     }
     stamp(a.trace, kTraceAttended);
+    if (kDeferStaging && staging_deferred && warp == 0) stage_rows();  // (v21: the split is counted, merged if last)
   } else if (kLateRows && !late_after_splits) {
     copy_late_rows();  // a CTA without a split never uses the ring
   }
@@ -918,7 +979,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // dot_rows over a warp's kRowsAtOnce rows, chunk c of row r read by load(r, c) (16 bytes), the attention output as
   // the version reads it.
   const auto multiply_rows = [&](float(&acc)[kRowsAtOnce], auto&& load) {
-    dot_rows(acc, chunks, lane, [&](int c, float(&x)[8]) {
+    dot_rows<kRowChunks>(acc, chunks, lane, [&](int c, float(&x)[8]) {
       if constexpr (kTypedRows > 0) {  // (v12, v13: one LDS.128, not four conflicting 32-bit LDS)
         const uint4 xv = load_shared_16B(x_vec + c);
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(xv), x);
@@ -983,7 +1044,7 @@ struct Plan {
 
 // warp_keys: v6, whose attention core has no K/V ring (stages 0). claim: v10, whose CTAs may take more keys than a
 // static split (its keys_cap holds the most slots one may fill; its ring depth is v9's).
-Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = false) {
+Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = false, bool scaled = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   Plan plan{};
   plan.grid = grid_for(a.hidden, p.kv_heads);
@@ -991,8 +1052,14 @@ Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = f
   plan.keys_per_split = a.keys_per_split > 0 ? a.keys_per_split : kDefaultKeysPerSplit;
   // A split gets at most keys_per_split keys until there are max_splits of them, then ceil(keys / max_splits).
   const int64_t keys = a.attention.max_position + 1;
-  const int64_t per_split = std::max<int64_t>(std::min<int64_t>(plan.keys_per_split, keys),
-                                              (keys + plan.max_splits - 1) / plan.max_splits);
+  int64_t per_split = std::max<int64_t>(std::min<int64_t>(plan.keys_per_split, keys),
+                                        (keys + plan.max_splits - 1) / plan.max_splits);
+  // v22: the most keys a split takes at any position up to max_position under kScaledSplits' rule.
+  constexpr int64_t kTarget = kScaledSplitsTarget, kMaxKeys = kScaledSplitsMaxKeys;
+  if (scaled && plan.keys_per_split < kMaxKeys && keys > kTarget * plan.keys_per_split)
+    per_split = keys <= kTarget * kMaxKeys
+                    ? (keys + kTarget - 1) / kTarget
+                    : std::max<int64_t>(kMaxKeys, (keys + plan.max_splits - 1) / plan.max_splits);
   plan.keys_cap = int((per_split + kTileKeys - 1) / kTileKeys * kTileKeys);
   plan.smem_budget = a.smem_bytes > 0 ? std::min(size_t(a.smem_bytes), kMaxSmem - kStaticSmemSlack) : kDefaultSmem;
   // K/V ring depth: 2 tiles where a split has at most two, else 4, or the tuning field's 2 / 4 / 8.
@@ -1018,11 +1085,12 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false, int kWarmRows = 0>
+          bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
+          bool kDeferStaging = false, bool kScaledSplits = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
-                                                 kWarmRows>;
+                                                 kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1037,17 +1105,18 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false, int kWarmRows = 0>
+          bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
+          bool kDeferStaging = false, bool kScaledSplits = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
   }
 }
 
@@ -1056,9 +1125,10 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 // kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
-          bool kTouchPages = false, int kWarmRows = 0>
+          bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
+          bool kDeferStaging = false, bool kScaledSplits = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0);
+  const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
     if (a.attention.prep.head_dim == 128)
       launch_stages<128, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
@@ -1066,10 +1136,10 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1285,6 +1355,66 @@ bool qkv_attention_o_v18_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v18(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 2>(a, stream);
+}
+
+// v19_qkv_attention_o_deep_rows: v9 whose o loop keeps 8 chunks of each of a warp's 4 rows in flight a lane (32
+// loads of 16 bytes, 8 KB a warp), not 4 (kRowChunks above). Session 13's Nsight Compute reading of v9's o loop had
+// it stalled 76% on the first use of its 16 row loads; an unstaged row's 16 chunks a lane then take 4 dependent
+// round trips, 2 here. Refuses what v9 refuses.
+bool qkv_attention_o_v19_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v19(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 8>(a, stream);
+}
+
+// v20_qkv_attention_o_warm_deep_rows: v17 with v19's o loop; where v17 takes v9's kernel, v19's. Refuses what v9
+// refuses; QkvAttentionOArgs::warm_code as v17.
+bool qkv_attention_o_v20_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v20(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // as v17's launcher
+  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v19(a, stream);
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 8>(a, stream);
+}
+
+// v21_qkv_attention_o_late_staging: v17 whose CTAs with a split copy their staged o rows into shared memory once
+// their split is counted instead of before the PDL wait (kDeferStaging above): 40-56 of 128 CTAs at context 128
+// no longer have 104 KB queued ahead of their chain's loads (session 8: a load waits behind the bytes queued for its
+// SM; session 9: 7 staged rows instead of 15 wrote the splits 1.5 us earlier at 8192). v17's kernel at every
+// context (no fallback to v9: where every CTA splits, no CTA stages before the wait). Refuses what v9 refuses;
+// QkvAttentionOArgs::warm_code as v17.
+bool qkv_attention_o_v21_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v21(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, true>(a, stream);
+}
+
+// v22_qkv_attention_o_scaled_splits: v17 whose positions past 384 keys take fewer, longer splits (kScaledSplits
+// above), so that more CTAs read their o rows early; v9's kernel (its own split rule) where at least half of the
+// launch's positions give every CTA a split under v22's rule (v17's launcher's test). Refuses what v9 refuses;
+// QkvAttentionOArgs::warm_code as v17.
+bool qkv_attention_o_v22_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v22(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  const int64_t all_split_from = std::max<int64_t>(int64_t(plan.keys_per_split) * (plan.max_splits - 1),
+                                                   int64_t(kScaledSplitsMaxKeys) * (plan.max_splits - 1));
+  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v9(a, stream);
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, true>(a, stream);
+}
+
+// v23_qkv_attention_o_bucket_splits: v17 where v17 runs its own kernel (graph buckets up to 1024 positions at
+// Qwen3-8B's shape), v22 where v17 would take v9's (v22's fewer, longer splits; v9's kernel from the bucket of 8192
+// positions). Measured on one lease (ITERATIONS.md session 16): v22 against v17 0.998x at prompt 512 (bucket 1024),
+// 1.006x at 1024 (bucket 2048), 1.0035x at 2048 (bucket 4096). Refuses what v9 refuses.
+bool qkv_attention_o_v23_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v23(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // v17's launcher's test
+  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v22(a, stream);
+  launch_qkv_attention_o_v17(a, stream);
 }
 
 }  // namespace qwen3::kernels
