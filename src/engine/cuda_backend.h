@@ -67,8 +67,10 @@ struct EngineOptions {
   // (ITERATIONS.md session 5); v1 was slower. v9 (v2's work with its tuning and diagnostic paths compiled out), on
   // three leases: 1.0062x-1.008x of v2 at 8192, 0.998x-0.999x at 128 and 1024 (sessions 11 and 12). v17 (v9 whose
   // CTAs without a split read their o rows while the splits attend; v9 itself past the bucket of 1024): 1.021x-1.022x
-  // of v9 at 128 on four leases, 1.007x-1.010x at 512 on three (session 15).
-  std::string decode_attention_o = "v17_qkv_attention_o_warm_rows";
+  // of v9 at 128 on four leases, 1.007x-1.010x at 512 on three (session 15). v23 (v17, and past the buckets where
+  // v17 runs its own kernel v22's fewer, longer splits): 1.006x of v17 at prompt 1024, 1.0035x at 2048, v17 itself
+  // below (session 16).
+  std::string decode_attention_o = "v23_qkv_attention_o_bucket_splits";
   // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
   int32_t attention_o_keys_per_split = 0;
   int32_t attention_o_smem_bytes = 0;
