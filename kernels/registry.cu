@@ -121,6 +121,8 @@ void launch_qkv_attention_o_v22(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v22_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v23(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v23_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v24(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v24_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -408,6 +410,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v23_qkv_attention_o_bucket_splits", "v17 in the graph buckets where it runs its own kernel, v22 (fewer, "
                                             "longer splits) where v17 takes v9's (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v23, qkv_attention_o_v23_supports},
+      {"v24_qkv_attention_o_reverse_splits", "v9 with its splits on the CTAs in reverse order: the new key's split "
+                                             "on the CTAs resident first (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v24, qkv_attention_o_v24_supports},
   };
   return v;
 }

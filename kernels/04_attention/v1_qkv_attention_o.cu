@@ -330,6 +330,11 @@ struct ORows {
 // run on the real rows while the CTA would wait for the splits anyway (in a CTA without a split, from the PDL wait).
 // Measured (ITERATIONS.md session 15): what pays is the rows' HBM reads moved off the launch's end (the o phase of
 // such a CTA 3.7 us instead of 6.8, the split CTAs' 5.5 instead of 6.9); warm instructions alone take 0.4 us off.
+// kReverseSplits (v24, with kLean): CTA c takes split splits - 1 - c / kv_heads, not c / kv_heads. The block
+// scheduler makes CTAs resident in index order as the QKV GEMV's CTAs leave: at context 8192 (every CTA splits) CTAs
+// 120-127 became resident 1.4 us after the mean and, holding the last split (the new key's owner: its K/V row and
+// cache writes), wrote it 0.83 us after the others' mean and were a layer's slowest split in 86 of 280 top-8 places
+// (attention-o-trace-20261201T0458Z-v17-p8192). The same splits and merge, so the same bits.
 // kScaledSplits (v22, with kWarmRows 1): a position gets min(ceil(keys / keys_per_split), max(6, ceil(keys / 192)))
 // splits, at most max_splits (keys = position + 1): v17's up to 6 splits, then 6 of up to 192 keys, then splits of
 // 192 keys until every CTA has one. Fewer, longer splits past 384 keys leave more CTAs for the first o pass.
@@ -340,7 +345,7 @@ struct ORows {
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -651,7 +656,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
   if (cta < splits * p.kv_heads) {
-    const int kv_head = cta % int(p.kv_heads), split = cta / int(p.kv_heads);
+    // (v24: split s on CTAs [(splits - 1 - s) kv_heads, ...): the last split, which owns the new key, on the first
+    // CTAs to become resident)
+    const int kv_head = cta % int(p.kv_heads),
+              split = kReverseSplits ? splits - 1 - cta / int(p.kv_heads) : cta / int(p.kv_heads);
     bf16* q_s = reinterpret_cast<bf16*>(smem + l.q);
     bf16* new_kv = reinterpret_cast<bf16*>(smem + l.new_kv);
     float* partial = reinterpret_cast<float*>(smem + l.partial);
@@ -1086,11 +1094,11 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
-                                                 kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>;
+                                                 kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1106,17 +1114,20 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
+                  kReverseSplits>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
+                  kReverseSplits>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
+                  kReverseSplits>(a, plan, stream);
   }
 }
 
@@ -1126,7 +1137,7 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1136,10 +1147,12 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
+                  kReverseSplits>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
+                  kReverseSplits>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1415,6 +1428,14 @@ void launch_qkv_attention_o_v23(const QkvAttentionOArgs& a, cudaStream_t stream)
   const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // v17's launcher's test
   if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v22(a, stream);
   launch_qkv_attention_o_v17(a, stream);
+}
+
+// v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
+// the new key's split on the CTAs resident first. Refuses what v9 refuses.
+bool qkv_attention_o_v24_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v24(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, true>(a, stream);
 }
 
 }  // namespace qwen3::kernels
