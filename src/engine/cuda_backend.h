@@ -80,7 +80,7 @@ struct EngineOptions {
   int32_t attention_o_claims_ahead = 0;      // QkvAttentionOArgs::claims_ahead (v10; 0: 2)
   int32_t attention_o_claim_static_tiles = 0;  // QkvAttentionOArgs::claim_static_tiles (v10; 0: its ring's)
   int32_t attention_o_late_rows = 0;           // QkvAttentionOArgs::late_rows (v11; 0-3)
-  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17; 0-15)
+  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v23; 0-15)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;
