@@ -1342,6 +1342,19 @@ void launch_qkv_attention_o_v16(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, true>(a, stream);
 }
 
+namespace {
+
+// Whether at least half of a launch's positions [0, max_position] give every CTA a split when a split takes at most
+// max(keys_per_split, min_split_keys) keys (max_position at least twice the first position that does). v17's
+// launcher and those built on it then take a kernel that does nothing different there.
+bool mostly_every_cta_splits(const QkvAttentionOArgs& a, int min_split_keys = 0) {
+  const Plan plan = plan_for(a);
+  const int64_t split_keys = std::max(plan.keys_per_split, min_split_keys);
+  return a.attention.max_position >= 2 * split_keys * (plan.max_splits - 1);
+}
+
+}  // namespace
+
 // v17_qkv_attention_o_warm_rows: v9 whose o loop runs a first pass before the heads are in, in the CTAs without a
 // split (kWarmRows above): its unstaged rows read from HBM while the splits attend, not when every CTA's o phase and
 // the next MLP's first copies want HBM at once. Refuses what v9 refuses. QkvAttentionOArgs::warm_code: bit 1 no
@@ -1356,9 +1369,7 @@ bool qkv_attention_o_v17_supports(const QkvAttentionOArgs& a) { return qkv_atten
 // power-of-two graph buckets that is v17's kernel up to the bucket of 1024 positions at Qwen3-8B's shape, v9's past
 // it.
 void launch_qkv_attention_o_v17(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // splits == max_splits
-  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v9(a, stream);
+  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1>(a, stream);
 }
 
@@ -1385,9 +1396,7 @@ void launch_qkv_attention_o_v19(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v20_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
 
 void launch_qkv_attention_o_v20(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // as v17's launcher
-  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v19(a, stream);
+  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v19(a, stream);
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 8>(a, stream);
 }
 
@@ -1410,10 +1419,7 @@ void launch_qkv_attention_o_v21(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v22_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
 
 void launch_qkv_attention_o_v22(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  const int64_t all_split_from = std::max<int64_t>(int64_t(plan.keys_per_split) * (plan.max_splits - 1),
-                                                   int64_t(kScaledSplitsMaxKeys) * (plan.max_splits - 1));
-  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v9(a, stream);
+  if (mostly_every_cta_splits(a, kScaledSplitsMaxKeys)) return launch_qkv_attention_o_v9(a, stream);
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, true>(a, stream);
 }
 
@@ -1424,9 +1430,7 @@ void launch_qkv_attention_o_v22(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v23_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
 
 void launch_qkv_attention_o_v23(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  const int64_t all_split_from = int64_t(plan.keys_per_split) * (plan.max_splits - 1);  // v17's launcher's test
-  if (a.attention.max_position >= 2 * all_split_from) return launch_qkv_attention_o_v22(a, stream);
+  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v22(a, stream);
   launch_qkv_attention_o_v17(a, stream);
 }
 
