@@ -289,6 +289,24 @@ struct NormMlpArgs {
   // v9 (v9_mlp_split_down_l2_first): every CTA pulls its own first l2_lead_bytes of rows (whole rows) into L2.
   int32_t l2_lead_ctas = 0;
   int64_t l2_lead_bytes = 0;
+  // v11 (v11_mlp_split_down_skewed) only: CTAs [skew_from, ctas) take (1000 - skew_permille) / 1000 of the share
+  // of features the others take (norm_mlp_feature_begin_skewed). Why: in the decode step the CTAs placed after the
+  // attention's split CTAs leave become resident ~2 us after the others and end ~2.3 us after them, every layer
+  // (ITERATIONS.md session 17). PRECOND: 0 <= skew_permille < 1000, skew_from >= 0.
+  int32_t skew_from = 0;
+  int32_t skew_permille = 0;
+  // v12 (v12_mlp_split_down_paired) only: CTA c and CTA ctas - 1 - c form a pair; the one whose "waited" stamp in
+  // lateness_in (the previous launch's, %globaltimer ns, a CTA each) is later gives the last d of its features to
+  // the other, d = its features x (their difference in us) x lateness_permille_per_us / 1000, at most
+  // lateness_max_features. Every CTA writes its own stamp to lateness_out for the next launch. The block scheduler
+  // places CTAs in index order, so the CTAs that find an SM last (after the attention's split CTAs leave, ~2 us
+  // after the others) are the last indices and pair with the first. PRECOND: lateness_in (ctas) complete before
+  // the launch's PDL wait and not written during the launch (the engine alternates two buffers by layer);
+  // lateness_out (ctas) another buffer; all zeros in lateness_in: no transfer.
+  const uint64_t* lateness_in = nullptr;
+  uint64_t* lateness_out = nullptr;
+  int32_t lateness_permille_per_us = 25;
+  int32_t lateness_max_features = 8;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
@@ -297,6 +315,20 @@ int64_t norm_mlp_ctas(const NormMlpArgs& args);
 // norm_mlp_feature_begin(c + 1)), contiguous blocks of near-equal size (qkv_attention_o v7 prefetches by it).
 __host__ __device__ inline int64_t norm_mlp_feature_begin(int64_t c, int64_t ctas, int64_t inter) {
   return c * inter / ctas;
+}
+// The same blocks weighted: CTAs [from, ctas) weigh 1000 - permille, the others 1000 (NormMlpArgs::skew_from);
+// permille 0 gives norm_mlp_feature_begin's blocks. PRECOND: 0 <= permille < 1000, from >= 0, ctas >= 1.
+__host__ __device__ inline int64_t norm_mlp_feature_begin_skewed(int64_t c, int64_t ctas, int64_t inter, int64_t from,
+                                                                 int64_t permille) {
+  const auto weight_before = [&](int64_t n) { return 1000 * n - permille * (n > from ? n - from : 0); };
+  return inter * weight_before(c) / weight_before(ctas);
+}
+// The most features a CTA of norm_mlp_feature_begin_skewed takes: floor(a) - floor(b) <= ceil(a - b), and a CTA
+// weighs at most 1000.
+__host__ __device__ inline int64_t norm_mlp_max_features_skewed(int64_t ctas, int64_t inter, int64_t from,
+                                                                int64_t permille) {
+  const int64_t total = 1000 * ctas - permille * (ctas > from ? ctas - from : 0);
+  return (inter * 1000 + total - 1) / total;
 }
 
 // out = inᵀ for a (rows, cols) bf16 matrix: a weight re-laid out once at load time.

@@ -185,6 +185,10 @@ void launch_mlp_split_down_v9(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v9_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v10(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v10_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v11(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v11_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v12(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v12_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -550,6 +554,14 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
       {"v10_mlp_split_down_lean", "v5's MLP (norm, gate|up, SwiGLU, down, reductions) in a kernel with nothing "
                                   "else: no o, next-layer, TMA or L2-hint paths (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v10, mlp_split_down_v10_supports},
+      {"v11_mlp_split_down_skewed", "v10 on weighted feature blocks: the CTAs from skew_from on (those that become "
+                                    "resident last in the decode step) take skew_permille per mille fewer features "
+                                    "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v11, mlp_split_down_v11_supports},
+      {"v12_mlp_split_down_paired", "v10 whose CTAs c and ctas - 1 - c hand the tail of the later one's block to the "
+                                    "other, by how much later its CTA waited in the previous launch "
+                                    "(v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v12, mlp_split_down_v12_supports},
   };
   return v;
 }

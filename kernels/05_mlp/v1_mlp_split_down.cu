@@ -40,6 +40,8 @@
 //    the release, mean, against 3.5), but a lead CTA's warp needed ~30 us to issue its 6 MB of bulk prefetches
 //    (its SM's copy engine; it then finished last), the attention launch ran 1.2 us longer and its end reached the
 //    MLP's release 2.7 us later instead of 0.45.
+// Session 17: v11_mlp_split_down_skewed and v12_mlp_split_down_paired, v10 with fewer features for the CTAs that
+// become resident last (a fixed skew; a skew from the previous layer's stamps): 1.001x-1.005x and 0.95x (below).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -537,31 +539,85 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
 constexpr int kLeanGroup = 8, kLeanStages = 3;  // v10's ring: 8 rows (64 KB) a stage, every stage in flight
 using LeanRing = gemv_ring::Ring<1, kLeanGroup, kLeanStages, kLeanStages>;
 
+// How a CTA of the lean kernel finds its features: v10 even blocks (norm_mlp_feature_begin), v11 weighted ones
+// (norm_mlp_feature_begin_skewed), v12 even blocks with a tail handed between the CTAs of a pair (pair_transfer).
+enum LeanBlocks { kEvenBlocks, kSkewedBlocks, kPairedBlocks };
+
+// v12: what CTA `self` and its partner (the CTA whose block index mirrors its own) move between them, from the
+// "waited" stamps the previous launch left (NormMlpArgs::lateness_in): the one that waited later gives the last
+// d of its features to the other, d = its features x (stamp difference in us) x permille_per_us / 1000, at most
+// max_features. Returns d > 0 where self takes, -d where it gives. Both CTAs of a pair compute it from the same
+// two stamps, so they agree. PRECOND: lateness_in complete (read after the PDL wait).
+__device__ __forceinline__ int64_t pair_transfer(uint64_t self_stamp, uint64_t partner_stamp, int64_t self_features,
+                                                 int64_t partner_features, int64_t permille_per_us,
+                                                 int64_t max_features) {
+  if (self_stamp == partner_stamp) return 0;
+  const bool self_later = self_stamp > partner_stamp;
+  const uint64_t apart = self_later ? self_stamp - partner_stamp : partner_stamp - self_stamp;
+  const int64_t apart_ns = int64_t(apart < 10000000ull ? apart : 10000000ull);  // (10 ms: stale stamps)
+  const int64_t giver_features = self_later ? self_features : partner_features;
+  const int64_t d = min(min(max_features, giver_features),
+                        (giver_features * apart_ns * permille_per_us + 500000) / 1000000);
+  return self_later ? -d : d;
+}
+
+// v11 (kSkewedBlocks): the same kernel on norm_mlp_feature_begin_skewed's blocks. v12 (kPairedBlocks): on v10's
+// blocks, whose CTA pairs move the tail of the later one's block to the other (pair_transfer); its CTAs write
+// their own "waited" stamps for the next launch. A CTA's feature list is then its own block less what it gives,
+// then what it takes (the partner's last features): rows are the list's gate rows, up rows, down rows as in v10.
+// Before the PDL wait v12 issues only ring groups that are gate rows of its own block whatever the transfer.
+// Why (ITERATIONS.md session 17): in v10's trace at prompt 320 the CTAs that find an SM after the attention's split
+// CTAs leave (the last ~60 indices) pass the PDL wait 1-2.5 us after the others and end 2.3-4 us after them, the
+// same CTAs every layer. Measured (H200, Qwen3-8B): v11 with its last 52 CTAs 5% lighter 1.005x of v10 at prompt
+// 320 on one lease, 1.001x on another (3.5% of the late CTAs' work, ~2.3 us of it, moved their ends by only
+// ~0.8 us: the tail's HBM is not idle, the next QKV GEMV's CTAs stream their first rows in it). v12 0.95x, and
+// with nothing handed over 0.95x too; its first form (thread 0 loading the stamps, a barrier before the loop)
+// 0.85x. Why v12's code is slower with nothing to hand over is not established: its CTAs pass the PDL wait
+// 0.6-1 us later than v10's with the same instructions before it (code layout or instruction fetch, the
+// candidates).
+template <int kBlocks>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kGroup = kLeanGroup, kStages = kLeanStages;
+  constexpr bool kSkewed = kBlocks == kSkewedBlocks, kPaired = kBlocks == kPairedBlocks;
   using Ring = LeanRing;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
-  const int64_t f0 = feature_begin(blockIdx.x, ctas, a.inter);
-  const int64_t features = feature_begin(blockIdx.x + 1, ctas, a.inter) - f0;
-  const int64_t dots_stride = 2 * max_features(ctas, a.inter);
+  const auto begin = [&](int64_t c) {
+    return kSkewed ? norm_mlp_feature_begin_skewed(c, ctas, a.inter, a.skew_from, a.skew_permille)
+                   : feature_begin(c, ctas, a.inter);
+  };
+  const int64_t f0 = begin(blockIdx.x);
+  int64_t features = begin(blockIdx.x + 1) - f0;  // v12: its own block until the transfer is known
+  int64_t kept = features, taken_f0 = 0;          // v12: features [kept, features) are the partner's from taken_f0
+  const int64_t dots_stride =
+      2 * (kSkewed   ? norm_mlp_max_features_skewed(ctas, a.inter, a.skew_from, a.skew_permille)
+           : kPaired ? max_features(ctas, a.inter) + a.lateness_max_features
+                     : max_features(ctas, a.inter));
   const Ring ring{reinterpret_cast<uint4*>(smem_raw), a.hidden / 8, make_evict_first_policy()};
   float* dots = reinterpret_cast<float*>(smem_raw + Ring::kBytes);  // (kWarps, dots_stride)
   float* act_s = dots + kWarps * dots_stride;                         // (features)
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   // Rows: [0, 2F) gate then up rows (phase A), [2F, 3F) down_projᵀ rows (phase B); a group never straddles them.
-  const int64_t rows_a = 2 * features, rows = 3 * features;
-  const int64_t groups_a = (rows_a + kGroup - 1) / kGroup;
-  const int64_t groups = groups_a + (features + kGroup - 1) / kGroup;
+  int64_t rows_a = 2 * features, rows = 3 * features;
+  int64_t groups_a = (rows_a + kGroup - 1) / kGroup;
+  int64_t groups = groups_a + (features + kGroup - 1) / kGroup;
   const auto group_first = [&](int64_t g) { return g < groups_a ? g * kGroup : rows_a + (g - groups_a) * kGroup; };
   const auto group_end = [&](int64_t g) { return g < groups_a ? rows_a : rows; };
   const auto row_ptr = [&](int64_t r) {
-    const bf16* p = r < features ? a.w_gate_up + (f0 + r) * a.hidden
-                    : r < rows_a ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
-                                 : a.w_down_t + (f0 + r - rows_a) * a.hidden;
-    return reinterpret_cast<const uint4*>(p);
+    if constexpr (kPaired) {
+      const int64_t i = r < features ? r : r < rows_a ? r - features : r - rows_a;  // the row's place in the list
+      const int64_t f = i < kept ? f0 + i : taken_f0 + i - kept;
+      const bf16* p =
+          r < rows_a ? a.w_gate_up + (r < features ? f : a.inter + f) * a.hidden : a.w_down_t + f * a.hidden;
+      return reinterpret_cast<const uint4*>(p);
+    } else {
+      const bf16* p = r < features ? a.w_gate_up + (f0 + r) * a.hidden
+                      : r < rows_a ? a.w_gate_up + (a.inter + f0 + r - features) * a.hidden
+                                   : a.w_down_t + (f0 + r - rows_a) * a.hidden;
+      return reinterpret_cast<const uint4*>(p);
+    }
   };
   const auto issue = [&](int64_t g) {  // past the last group: an empty cp.async group keeps the count
     if (g < groups)
@@ -569,12 +625,50 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, in
     else
       ring.issue(g, 0, 0, row_ptr);
   };
-  for (int g = 0; g < min(prewait_groups, kStages); ++g) issue(g);
+  // v12: the first groups' 8 rows are gate rows of this block's own features whatever it gives (own_gate_groups);
+  // the transfer is applied (settle) before the first issue past them, when the stamps loaded after the wait are
+  // back: every thread loads them and computes the same transfer, so no barrier holds the CTA.
+  const int64_t own_gate_groups =
+      (features > a.lateness_max_features ? features - a.lateness_max_features : 0) / kGroup;
+  const int before_wait = kPaired && own_gate_groups < min(prewait_groups, kStages) ? int(own_gate_groups)
+                                                                                     : min(prewait_groups, kStages);
+  for (int g = 0; g < before_wait; ++g) issue(g);
   uint4 norm_w[1];
   gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
   pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
   stamp(a.trace, kTraceWaited);
-  for (int g = min(prewait_groups, kStages); g < kStages; ++g) issue(g);
+  [[maybe_unused]] uint64_t self_stamp = 0, partner_stamp = 0;
+  [[maybe_unused]] const int64_t partner = ctas - 1 - blockIdx.x;
+  if constexpr (kPaired) {
+    self_stamp = __ldcg(a.lateness_in + blockIdx.x);
+    partner_stamp = __ldcg(a.lateness_in + partner);
+    if (threadIdx.x == 0) a.lateness_out[blockIdx.x] = global_timer_ns();  // for the next launch
+  }
+  [[maybe_unused]] bool settled = false;
+  const auto settle = [&] {
+    if constexpr (kPaired) {
+      if (settled) return;
+      settled = true;
+      const int64_t transfer = partner == blockIdx.x ? 0
+                                                     : pair_transfer(self_stamp, partner_stamp, features,
+                                                                     begin(partner + 1) - begin(partner),
+                                                                     a.lateness_permille_per_us,
+                                                                     a.lateness_max_features);
+      if (transfer < 0) {
+        kept = features + transfer;
+        features = kept;
+      } else {
+        taken_f0 = begin(partner + 1) - transfer;
+        features += transfer;
+      }
+      rows_a = 2 * features;
+      rows = 3 * features;
+      groups_a = (rows_a + kGroup - 1) / kGroup;
+      groups = groups_a + (features + kGroup - 1) / kGroup;
+    }
+  };
+  if (before_wait < kStages) settle();  // (v12 on a block too small for the ring's first groups)
+  for (int g = before_wait; g < kStages; ++g) issue(g);
   float x[1][8];
   gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
   float down[1][8] = {};
@@ -596,7 +690,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, in
         add_scaled_row<1>(down, w[j], first + j < end ? act_s[first + j - rows_a] : 0.0f);
     }
     asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
-    issue(g + kStages);             // into the stage this group came from: its pieces are multiplied
+    if (g + kStages >= own_gate_groups) settle();  // (v12: the next group's rows may move with the transfer)
+    issue(g + kStages);                            // into the stage this group came from: its pieces are multiplied
   }
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
@@ -754,17 +849,57 @@ void launch_mlp_split_down_v9(const NormMlpArgs& a, cudaStream_t stream) {
   launch_ring<false, true, false, false, false, true>(without_l2_prefetch(a), stream);
 }
 
+// The lean kernel's shared memory where a CTA takes at most `most` features: its ring, then the warp sums of its
+// gate and up rows (kWarps, 2 most) and its activations (most), as smem_for() counts them.
+size_t lean_smem_for(int64_t most) { return LeanRing::kBytes + size_t(kWarps * 2 * most + most) * sizeof(float); }
+
+template <int kBlocks>
+void launch_lean(const NormMlpArgs& a, int64_t most, cudaStream_t stream) {
+  const size_t smem = lean_smem_for(most);
+  CUDA_CHECK(cudaFuncSetAttribute(mlp_lean_kernel<kBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // Every group of the ring before the PDL wait by default, as v5.
+  const int prewait_groups = prewait_groups_for(a, kLeanGroup, kLeanStages);
+  launch(mlp_lean_kernel<kBlocks>, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
+  CUDA_CHECK_LAUNCH();
+}
+
 // v10_mlp_split_down_lean: v5's MLP alone in its own kernel (hidden / 8 <= 512; other shapes: v5).
 bool mlp_split_down_v10_supports(const NormMlpArgs& a) { return mlp_split_down_v5_supports(a); }
 
 void launch_mlp_split_down_v10(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 > kThreads) return launch_mlp_split_down_v5(a, stream);
-  const size_t smem = LeanRing::kBytes + smem_for(a);
-  CUDA_CHECK(cudaFuncSetAttribute(mlp_lean_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // Every group of the ring before the PDL wait by default, as v5.
-  const int prewait_groups = prewait_groups_for(a, kLeanGroup, kLeanStages);
-  launch(mlp_lean_kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
-  CUDA_CHECK_LAUNCH();
+  launch_lean<kEvenBlocks>(a, max_features(ctas_for(a), a.inter), stream);
+}
+
+// v11_mlp_split_down_skewed: v10 on weighted feature blocks (NormMlpArgs::skew_from, skew_permille; hidden / 8 <=
+// 512), its smem sized for the largest block.
+int64_t skewed_most(const NormMlpArgs& a) {
+  return norm_mlp_max_features_skewed(ctas_for(a), a.inter, a.skew_from, a.skew_permille);
+}
+
+bool mlp_split_down_v11_supports(const NormMlpArgs& a) {
+  if (a.hidden / 8 > kThreads || a.skew_from < 0 || a.skew_permille < 0 || a.skew_permille >= 1000) return false;
+  return mlp_split_down_v10_supports(a) && lean_smem_for(skewed_most(a)) <= size_t(device_optin_smem_bytes());
+}
+
+void launch_mlp_split_down_v11(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_lean<kSkewedBlocks>(a, skewed_most(a), stream);
+}
+
+// v12_mlp_split_down_paired: v10 whose CTA pairs hand a block's tail from the later one to the other
+// (NormMlpArgs::lateness_in; hidden / 8 <= 512), its smem sized for a block and the features it may take.
+int64_t paired_most(const NormMlpArgs& a) { return max_features(ctas_for(a), a.inter) + a.lateness_max_features; }
+
+bool mlp_split_down_v12_supports(const NormMlpArgs& a) {
+  if (a.hidden / 8 > kThreads || a.lateness_in == nullptr || a.lateness_out == nullptr ||
+      a.lateness_in == a.lateness_out || a.lateness_permille_per_us < 0 || a.lateness_permille_per_us > 1000 ||
+      a.lateness_max_features < 0 || a.lateness_max_features > 64)
+    return false;
+  return mlp_split_down_v10_supports(a) && lean_smem_for(paired_most(a)) <= size_t(device_optin_smem_bytes());
+}
+
+void launch_mlp_split_down_v12(const NormMlpArgs& a, cudaStream_t stream) {
+  launch_lean<kPairedBlocks>(a, paired_most(a), stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).

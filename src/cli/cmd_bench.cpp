@@ -111,6 +111,7 @@ void register_bench(CLI::App& app) {
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
     int32_t mlp_l2_lead_ctas = -1;
+    int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
     bool mlp_o_l2_prefetch = false;
     std::optional<int64_t> mlp_l2_prefetch_mb;
@@ -198,6 +199,19 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-prewait-rows", o->mlp_prewait_rows,
                   "Tuning: weight rows a CTA of --mlp loads before the PDL wait (-1: the version's default)")
       ->check(CLI::Range(-1, 64));
+  cmd->add_option("--mlp-skew-from", o->mlp_skew_from,
+                  "Tuning, --mlp v11_mlp_split_down_skewed: the first CTA that takes fewer features")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--mlp-skew-permille", o->mlp_skew_permille,
+                  "Tuning, --mlp v11_mlp_split_down_skewed: how many per mille fewer features those CTAs take")
+      ->check(CLI::Range(0, 999));
+  cmd->add_option("--mlp-lateness-permille", o->mlp_lateness_permille,
+                  "Tuning, --mlp v12_mlp_split_down_paired: per mille of a CTA's features handed to its partner per "
+                  "us it waited later in the previous layer (-1: the kernel's 25)")
+      ->check(CLI::Range(-1, 1000));
+  cmd->add_option("--mlp-lateness-max", o->mlp_lateness_max,
+                  "Tuning, --mlp v12_mlp_split_down_paired: the most features a CTA hands over (-1: the kernel's 8)")
+      ->check(CLI::Range(-1, 64));
   cmd->add_option("--mlp-l2-lead-ctas", o->mlp_l2_lead_ctas,
                   "Tuning, --mlp v8_mlp_split_down_l2_lead: CTAs that pull the other CTAs' first rows into L2 before "
                   "the PDL wait (-1: the SMs the attention launch leaves free)")
@@ -273,6 +287,10 @@ void register_bench(CLI::App& app) {
     options.mlp_o_ahead = o->mlp_o_ahead;
     options.mlp_o_l2_prefetch = o->mlp_o_l2_prefetch;
     options.mlp_prewait_rows = o->mlp_prewait_rows;
+    options.mlp_skew_from = o->mlp_skew_from;
+    options.mlp_skew_permille = o->mlp_skew_permille;
+    options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
+    options.mlp_lateness_max_features = o->mlp_lateness_max;
     options.mlp_trace = !o->mlp_trace.empty();
     if (o->mlp_delta_copies > 0) options.mlp_delta_copies = o->mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) options.mlp_l2_prefetch_bytes = *o->mlp_l2_prefetch_mb << 20;
@@ -425,6 +443,12 @@ void register_bench(CLI::App& app) {
     if (options.mlp_o_ahead >= 0) j["mlp_o_ahead"] = options.mlp_o_ahead;
     if (options.mlp_o_l2_prefetch) j["mlp_o_l2_prefetch"] = true;
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
+    if (options.mlp_skew_permille > 0) {
+      j["mlp_skew_from"] = options.mlp_skew_from;
+      j["mlp_skew_permille"] = options.mlp_skew_permille;
+    }
+    if (options.mlp_lateness_permille_per_us >= 0) j["mlp_lateness_permille"] = options.mlp_lateness_permille_per_us;
+    if (options.mlp_lateness_max_features >= 0) j["mlp_lateness_max"] = options.mlp_lateness_max_features;
     j["mlp_delta_copies"] = options.mlp_delta_copies;
     if (o->mlp_l2_prefetch_mb) j["mlp_l2_prefetch_mb"] = *o->mlp_l2_prefetch_mb;
     if (options.mlp_l2_lead_ctas >= 0) j["mlp_l2_lead_ctas"] = options.mlp_l2_lead_ctas;

@@ -236,6 +236,9 @@ struct CudaEngine::Impl {
   DeviceBuffer down_t;      // (layers - 1, intermediate, hidden): the layers' w_down transposed, for mlp
   DeviceBuffer mlp_delta;   // (hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
+  // (2, CTAs) %globaltimer stamps for v12: layer l reads row (l + 1) % 2 (the previous layer's) and writes row l % 2,
+  // so a launch never reads what it writes (NormMlpArgs::lateness_in); zeroed once (no transfer at first).
+  DeviceBuffer mlp_lateness;
   DeviceBuffer mlp_trace;   // (layers - 1, CTAs, kNormMlpTraceEvents) stamps, profiling only
   DeviceBuffer qkv_trace;   // (layers, SMs, kNormGemvTraceEvents) stamps of v12's QKV GEMV, profiling only
   int64_t mlp_ctas = 0;  // CTAs of the one-launch MLP (norm_mlp_ctas), where mlp is on
@@ -450,6 +453,8 @@ void CudaEngine::init() {
     kernels::NormMlpArgs probe{};
     probe.ctas = options_.mlp_ctas;
     m.mlp_ctas = kernels::norm_mlp_ctas(probe);
+    m.mlp_lateness = DeviceBuffer(size_t(2 * m.mlp_ctas) * sizeof(uint64_t));
+    CUDA_CHECK(cudaMemset(m.mlp_lateness.as<void>(), 0, m.mlp_lateness.bytes()));
     if (options_.mlp_trace) {
       m.mlp_trace = DeviceBuffer(size_t((c.num_layers - 1) * m.mlp_ctas * kernels::kNormMlpTraceEvents) *
                                  sizeof(uint64_t));
@@ -891,9 +896,15 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.l2_prefetch = m.layers[size_t(&L - m.layers.data()) + 1].wqkv;
         a.l2_prefetch_bytes = std::min<int64_t>((QD + 2 * KVD) * H * 2, o.mlp_l2_prefetch_bytes) / 16 * 16;
       }
+      a.skew_from = o.mlp_skew_from;
+      a.skew_permille = o.mlp_skew_permille;
+      const int64_t layer = int64_t(&L - m.layers.data());
+      a.lateness_in = m.mlp_lateness.as<uint64_t>() + ((layer + 1) % 2) * m.mlp_ctas;
+      a.lateness_out = m.mlp_lateness.as<uint64_t>() + (layer % 2) * m.mlp_ctas;
+      if (o.mlp_lateness_permille_per_us >= 0) a.lateness_permille_per_us = o.mlp_lateness_permille_per_us;
+      if (o.mlp_lateness_max_features >= 0) a.lateness_max_features = o.mlp_lateness_max_features;
       if (o.mlp_trace)
-        a.trace = m.mlp_trace.as<uint64_t>() + int64_t(&L - m.layers.data()) * m.mlp_ctas *
-                                                    kernels::kNormMlpTraceEvents;
+        a.trace = m.mlp_trace.as<uint64_t>() + layer * m.mlp_ctas * kernels::kNormMlpTraceEvents;
       // (v8) The CTAs resident long before the PDL release, on the SMs the attention launch leaves free, pull the
       // first bytes of the other CTAs' rows into L2 while the attention runs.
       a.l2_lead_ctas = o.mlp_l2_lead_ctas >= 0

@@ -94,10 +94,20 @@ struct EngineOptions {
   // in this launch, the attention alone before it) was 8-12% slower; v8 (v5 + the first CTAs pulling the others'
   // first rows into L2 during the attention) 1-2% slower (session 9). v10 (v5's MLP alone in a lean kernel, without
   // the other versions' paths): 4.123 vs 4.329 ms at 128, 4.218 vs 4.440 at 1024, 4.566 vs 4.826 at 8192 (session
-  // 11); v9 (the first rows into L2, the norm's loads first) was no better.
+  // 11); v9 (the first rows into L2, the norm's loads first) was no better. Session 17: v11 (the CTAs that find an
+  // SM last take fewer features, a fixed skew) 1.001x-1.005x at 128-320; v12 (the skew from the previous layer's
+  // stamps, CTA pairs) 0.95x, 0.95x with nothing handed over.
   std::string decode_mlp = "v10_mlp_split_down_lean";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
+  // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
+  // (NormMlpArgs::skew_from, skew_permille).
+  int32_t mlp_skew_from = 0;
+  int32_t mlp_skew_permille = 0;
+  // v12_mlp_split_down_paired only: per mille of a CTA's features handed to its partner per us it waited later in
+  // the previous layer, and the most features handed (NormMlpArgs::lateness_permille_per_us; -1: the kernel's).
+  int32_t mlp_lateness_permille_per_us = -1;
+  int32_t mlp_lateness_max_features = -1;
   // v7_mlp_with_o only: CTAs that take the o rows (NormMlpArgs::o_ctas; 0: all), and whether the attention before
   // it still pulls the o rows into L2 (attention_l2_prefetch_bytes).
   int32_t mlp_o_ctas = 0;

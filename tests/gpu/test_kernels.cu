@@ -2475,6 +2475,18 @@ std::vector<float> check_mlp_delta(const std::vector<float>& got, const MlpDelta
   return sum;
 }
 
+// %globaltimer-like stamps for v12's lateness_in (NormMlpArgs::lateness_in): 10^15 ns plus 0 .. spread_ns - 1.
+constexpr int64_t kMaxMlpStampCtas = 1024;  // more than any launch here has CTAs
+std::vector<uint64_t> mlp_stamps(int64_t count, uint64_t spread_ns, uint64_t seed) {
+  std::vector<uint64_t> stamps(static_cast<size_t>(count));
+  uint64_t state = seed;
+  for (auto& t : stamps) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    t = 1000000000000000ull + (state >> 33) % spread_ns;
+  }
+  return stamps;
+}
+
 // residual_delta += down(act) for the whole sublayer in one launch (NormMlpArgs), as MlpProblem. Bound: 2^-12
 // (Σ_j |w_ij act_j| + |delta before|), the gemm bound's fp32 term (per-thread chains over a CTA's features,
 // then one reduction per CTA into the delta, in no fixed order), plus Σ_j |w_ij| dist_j; relative Frobenius
@@ -2492,6 +2504,7 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
     int64_t partials;      // norm partials the residual's producer left
     bool accumulate;       // the delta starts at random values instead of 0
     int32_t delta_copies = 1;
+    int32_t skew_from = 0, skew_permille = 0;  // v11's weighted blocks (the other versions ignore them)
   };
   struct Case {
     std::string name;
@@ -2500,15 +2513,23 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
     std::vector<Run> runs;
     bool required;
   };
+  // v11 with a skew: the CTAs from 76 on (of 132 on an H200) take 3% fewer features; 5 CTAs, the last 3 of them 40%
+  // fewer; 132 CTAs with 7 features, the last 100 half as many (most take none).
   const std::vector<Case> cases = {
-      {"qwen3-8b", kHidden, kInter, 0, {{-1, 132, false}, {-1, 3, true}, {-1, 132, false, 4}, {-1, 3, true, 4}},
+      {"qwen3-8b",
+       kHidden,
+       kInter,
+       0,
+       {{-1, 132, false}, {-1, 3, true}, {-1, 132, false, 4}, {-1, 3, true, 4}, {-1, 132, true, 4, 76, 30}},
        true},
       {"qwen3-0.6b", 1024, 3072, 0, {{-1, 3, false}, {0, 132, false}, {8, 3, true}}, false},
       {"hidden=5120 (two vectors a thread)", 5120, 1000, 0, {{-1, 3, false}}, false},
       // With 4 delta copies: two CTAs add to copy 0, one to each of the others.
-      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true}, {-1, 3, true, 4}}, false},
+      {"5 CTAs (uneven feature blocks)", 256, 96, 5, {{-1, 3, true}, {-1, 3, true, 4}, {-1, 3, true, 1, 2, 400}},
+       false},
       {"3 CTAs (a delta copy no CTA adds to)", 256, 96, 3, {{-1, 3, true, 4}, {-1, 132, false, 4}}, false},
-      {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false}, {-1, 132, true}}, false},
+      {"inter=7 (CTAs without features)", 256, 7, 0, {{-1, 3, false}, {-1, 132, true}, {-1, 3, true, 1, 32, 500}},
+       false},
   };
   for (const Case& c : cases) {
     const std::string base =
@@ -2521,18 +2542,26 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
     for (const Run& r : c.runs) {
       const std::string label = base + " prewait_rows=" + str(r.prewait_rows) + " partials=" + str(r.partials) +
                                 (r.accumulate ? " delta+=" : "") +
-                                (r.delta_copies > 1 ? " delta_copies=" + str(r.delta_copies) : "");
+                                (r.delta_copies > 1 ? " delta_copies=" + str(r.delta_copies) : "") +
+                                (r.skew_permille > 0 ? " skew=" + str(r.skew_from) + ":" + str(r.skew_permille) : "");
       const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, r.partials, true, case_seed(label)));
       // What the delta holds before the launch.
       const MlpDeltaStart start = mlp_delta_start(c.hidden, r.delta_copies, r.accumulate, case_seed(label));
       std::vector<double> want, bound;
       mlp_delta_expectation(p, start, 1, want, bound);
       DeviceArray<float> delta_d(start.copies.size());  // (delta_copies, hidden)
+      // (v12) The previous launch's "waited" stamps, up to 4 us apart: every CTA pair hands features over.
+      const auto stamps_d = to_device(mlp_stamps(kMaxMlpStampCtas, 4000, case_seed(label)));
+      DeviceArray<uint64_t> stamps_out_d(kMaxMlpStampCtas);
       NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    r.partials,    as_bf16(weight_d), kEps,
                        as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
       args.ctas = c.ctas;
       args.prewait_rows = r.prewait_rows;
       args.delta_copies = r.delta_copies;
+      args.skew_from = r.skew_from;
+      args.skew_permille = r.skew_permille;
+      args.lateness_in = stamps_d.get();
+      args.lateness_out = stamps_out_d.get();
       // (v8) two CTAs pull 48 KB + 16 bytes of every other CTA's rows into L2 first (a partial 64 KB prefetch, a
       // block shorter than that where a CTA has few features): only a hint, the delta must be the same.
       args.l2_lead_ctas = 2;
@@ -2557,7 +2586,90 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
               residual.exact(int64_t(i), got_residual[i], p.in.residual[i]);
             expect_ok(residual, run_label);
           },
-          c.required, {produced(residual_d), produced(partials_d), produced(delta_d)});
+          c.required, {produced(residual_d), produced(partials_d), produced(delta_d), produced(stamps_d)});
+    }
+  }
+}
+
+// v12_mlp_split_down_paired: CTAs c and ctas - 1 - c hand the tail of the later one's block to the other by how much
+// later its stamp in lateness_in is (NormMlpArgs::lateness_in). Each stamp pattern moves features differently (none,
+// the last CTAs later as in the decode step, random, one CTA seconds later: capped at lateness_max_features, all of
+// a block where blocks are smaller); the delta must be NormMlpMatchesReference's whatever moved. lateness_in is read
+// only; lateness_out, poisoned, must hold every CTA's stamp (nonzero, within a second of the others) and nothing
+// past the last CTA. An odd CTA count leaves the middle CTA its own partner.
+void launch_mlp_paired(const NormMlpArgs& a, cudaStream_t stream) {
+  kernels::find_version(kernels::norm_mlp_versions(), "v12_mlp_split_down_paired").launch(a, stream);
+}
+bool mlp_paired_supports(const NormMlpArgs& a) {
+  return kernels::find_version(kernels::norm_mlp_versions(), "v12_mlp_split_down_paired").takes(a);
+}
+
+TEST_F(GpuTest, NormMlpPairedHandsOverFeatures) {
+  VersionRunner<NormMlpArgs> runner(std::vector<VersionUnderTest<NormMlpArgs>>{
+      {"v12_mlp_split_down_paired", &launch_mlp_paired, &mlp_paired_supports, true}});
+  enum class Stamps { kEqual, kLastLater, kRandom, kOneFarLater };
+  struct Case {
+    std::string name;
+    int64_t hidden, inter;
+    int32_t ctas;  // 0: one per SM
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", kHidden, kInter, 0, true},
+      {"5 CTAs (the middle one its own partner)", 256, 96, 5, false},
+      {"inter=40 on every SM (blocks of 0-1 features)", 256, 40, 0, false},
+  };
+  for (const Case& c : cases) {
+    const std::string base = "norm_mlp paired " + c.name + " hidden=" + str(c.hidden) + " inter=" + str(c.inter);
+    const MlpProblem p = make_mlp_problem(base, c.hidden, c.inter);
+    auto residual_d = to_device(p.in.residual);
+    const auto weight_d = to_device(p.in.weight);
+    const auto w_gate_up_d = to_device(p.w_gate_up);
+    const auto w_down_t_d = to_device(p.w_down_t);
+    for (const Stamps pattern : {Stamps::kEqual, Stamps::kLastLater, Stamps::kRandom, Stamps::kOneFarLater}) {
+      const std::string label = base + " stamps=" + str(int(pattern));
+      const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, 3, true, case_seed(label)));
+      const MlpDeltaStart start = mlp_delta_start(c.hidden, 4, true, case_seed(label));
+      std::vector<double> want, bound;
+      mlp_delta_expectation(p, start, 1, want, bound);
+      DeviceArray<float> delta_d(start.copies.size());
+      NormMlpArgs args{as_bf16(residual_d),  partials_d.get(),    3,             as_bf16(weight_d), kEps,
+                       as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
+      args.ctas = c.ctas;
+      args.delta_copies = 4;
+      const int64_t ctas = kernels::norm_mlp_ctas(args);
+      std::vector<uint64_t> stamps = mlp_stamps(kMaxMlpStampCtas, 400, case_seed(label));  // (noise)
+      for (int64_t i = 0; i < kMaxMlpStampCtas; ++i) {
+        if (pattern == Stamps::kEqual) stamps[size_t(i)] = 1000000000000000ull;
+        if (pattern == Stamps::kLastLater && i >= ctas / 2) stamps[size_t(i)] += 2000;
+        if (pattern == Stamps::kRandom) stamps[size_t(i)] += (uint64_t(i) * 2654435761ull) % 5000;
+      }
+      if (pattern == Stamps::kOneFarLater) stamps[size_t(ctas - 1)] += 3000000000ull;  // 3 s: capped
+      const auto stamps_d = to_device(stamps);
+      constexpr uint64_t kPoison = 0xDEADBEEFDEADBEEFull;
+      const std::vector<uint64_t> poison(size_t(kMaxMlpStampCtas), kPoison);
+      DeviceArray<uint64_t> stamps_out_d(kMaxMlpStampCtas);
+      args.lateness_in = stamps_d.get();
+      args.lateness_out = stamps_out_d.get();
+      runner.run(
+          label, args,
+          [&] {
+            residual_d.upload(p.in.residual);
+            delta_d.upload(start.copies);
+            stamps_out_d.upload(poison);
+          },
+          [&](const std::string& run_label) {
+            check_mlp_delta(delta_d.download(), start, ctas, want, bound, run_label);
+            EXPECT_EQ(stamps_d.download(), stamps) << run_label << " | lateness_in is read only";
+            const auto out = stamps_out_d.download();
+            const auto [lo, hi] = std::minmax_element(out.begin(), out.begin() + ctas);
+            EXPECT_TRUE(*lo != 0 && *hi != kPoison && *hi - *lo < 1000000000ull)
+                << run_label << " | lateness_out: a CTA's stamp missing or implausible (" << *lo << " .. " << *hi
+                << ")";
+            for (int64_t i = ctas; i < kMaxMlpStampCtas; ++i)
+              ASSERT_EQ(out[size_t(i)], kPoison) << run_label << " | lateness_out written past the last CTA at " << i;
+          },
+          c.required, {produced(residual_d), produced(partials_d), produced(delta_d), produced(stamps_d)});
     }
   }
 }
