@@ -189,6 +189,8 @@ void launch_mlp_split_down_v11(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v11_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v12(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v12_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v13(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v13_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -562,6 +564,10 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                     "other, by how much later its CTA waited in the previous launch "
                                     "(v1_mlp_split_down.cu)",
        launch_mlp_split_down_v12, mlp_split_down_v12_supports},
+      {"v13_mlp_split_down_lean_loop", "v10's work in fewer instructions: hidden 4096 fixed at compile time, groups of "
+                                       "gate, then up, then down rows that never straddle, a group's rows from one "
+                                       "pointer, bounds only in a phase's last group; other shapes v10 (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v13, mlp_split_down_v13_supports},
   };
   return v;
 }

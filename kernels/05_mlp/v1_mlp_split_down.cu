@@ -700,6 +700,104 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, in
   stamp(a.trace, kTraceEnd);
 }
 
+// ---- v13_mlp_split_down_lean_loop: v10's work in fewer instructions ---------------------------------------------
+// Why: Nsight Compute over one v10 launch in the decode step (ITERATIONS.md session 17): 45.5 M warp instructions
+// for 302 MB, ~77 a thread for each 16 bytes of weights, of which FFMA 10.7%; one instruction issued every 1.5
+// cycles a scheduler (4 warps each), so the launch is close to issue-bound, and v12's 19% more instructions cost 5.5%
+// of its time. Most of the rest is the ring's bookkeeping: every read checks each row and piece against the bounds
+// and zero-fills, every copy recomputes its row's 64-bit address through the gate / up / down choice (a group of 8
+// rows may straddle the gate and up rows), and loop arithmetic in 64 bits. v13 does v10's arithmetic with the
+// hidden size fixed at compile time (a row is one 16-byte piece a thread), groups that never straddle (the CTA's
+// gate rows, then its up rows, then its down rows, each in groups of 8 features), a group's rows addressed from one
+// pointer by constant offsets, the stage index carried instead of computed, and the bounds handled only in a
+// phase's last group. The dot products and sums are v10's, row for row; a gate or up row may sit at another place
+// of its group than in v10, so warp_sum_transposed may add its lanes in another order (a few fp32 ulps).
+constexpr int kLeanLoopHidden = 4096;
+
+template <int kHidden>
+__global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
+  constexpr int kGroup = kLeanGroup, kStages = kLeanStages;
+  static_assert(kHidden / 8 == kThreads, "one 16-byte piece of a row a thread");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
+  const int64_t f0 = feature_begin(blockIdx.x, gridDim.x, a.inter);
+  const int features = int(feature_begin(blockIdx.x + 1, gridDim.x, a.inter) - f0);
+  const int phase_groups = (features + kGroup - 1) / kGroup;  // groups of gate rows; as many of up and of down rows
+  const int groups = 3 * phase_groups;
+  const int dots_stride = 2 * int(max_features(gridDim.x, a.inter));
+  uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
+  float* dots = reinterpret_cast<float*>(smem_raw + LeanRing::kBytes);  // (kWarps, dots_stride)
+  float* act_s = dots + kWarps * dots_stride;                            // (features)
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+  // This thread's piece of the first row of each phase: gate rows, up rows, down_projᵀ rows of the CTA's features.
+  const bf16* const gate_rows = a.w_gate_up + f0 * kHidden + threadIdx.x * 8;
+  const bf16* const up_rows = gate_rows + a.inter * kHidden;
+  const bf16* const down_rows = a.w_down_t + f0 * kHidden + threadIdx.x * 8;
+  const auto phase_of = [&](int g) { return g >= 2 * phase_groups ? 2 : g >= phase_groups ? 1 : 0; };
+  // Group g into stage `stage`: rows [8q, min(8q + 8, features)) of phase phase_of(g), q = g - phase * phase_groups.
+  // Past the last group an empty cp.async group keeps the count.
+  const auto issue = [&](int g, int stage) {
+    if (g < groups) {
+      const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
+      const bf16* src = (phase == 0 ? gate_rows : phase == 1 ? up_rows : down_rows) + int64_t(first) * kHidden;
+      uint4* dst = ring + stage * (kGroup * kThreads);
+      const int rows = min(kGroup, features - first);
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        if (j < rows) cp_async_16B_policy(dst + j * kThreads, src + j * kHidden, policy);
+    }
+    cp_async_commit();
+  };
+  const int before_wait = min(prewait_groups, kStages);
+  for (int g = 0; g < before_wait; ++g) issue(g, g);
+  uint4 norm_w[1];
+  gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
+  pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
+  stamp(a.trace, kTraceWaited);
+  for (int g = before_wait; g < kStages; ++g) issue(g, g);
+  float x[1][8];
+  gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
+  float down[1][8] = {};
+  for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
+    const int rows = min(kGroup, features - first);
+    cp_async_wait<kStages - 1>();
+    uint4 w[kGroup][1];
+    const uint4* src = ring + stage * (kGroup * kThreads);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) w[j][0] = src[j * kThreads];
+    if (rows < kGroup) {  // a phase's last group: rows past it hold whatever the stage held
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        if (j >= rows) w[j][0] = make_uint4(0, 0, 0, 0);
+    }
+    if (g == 2 * phase_groups) {
+      stamp(a.trace, kTraceGateUp);
+      swiglu_block(dots, dots_stride, features, act_s);
+    }
+    if (phase < 2) {
+      const float total = gemv_ring::dot_group<1, kGroup>(w, x);
+      const int row = first + warp_sum_transposed_index<kGroup>(lane);
+      if (lane % (kWarpSize / kGroup) == 0 && row < features) dots[warp * dots_stride + phase * features + row] = total;
+    } else {
+      float act[kGroup];
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) act[j] = j < rows ? act_s[first + j] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) add_scaled_row<1>(down, w[j], act[j]);
+    }
+    asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
+    issue(g + kStages, stage);      // into the stage this group came from: its pieces are multiplied
+  }
+  cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
+  stamp(a.trace, kTraceDown);
+  add_down_partial<1>(down, a, kHidden / 8);
+  stamp(a.trace, kTraceEnd);
+}
+
 // Ring groups a CTA issues before the PDL wait: NormMlpArgs::prewait_rows rounded up to whole groups of
 // group_rows, or the version's default.
 int prewait_groups_for(const NormMlpArgs& a, int group_rows, int default_groups) {
@@ -853,13 +951,13 @@ void launch_mlp_split_down_v9(const NormMlpArgs& a, cudaStream_t stream) {
 // gate and up rows (kWarps, 2 most) and its activations (most), as smem_for() counts them.
 size_t lean_smem_for(int64_t most) { return LeanRing::kBytes + size_t(kWarps * 2 * most + most) * sizeof(float); }
 
-template <int kBlocks>
-void launch_lean(const NormMlpArgs& a, int64_t most, cudaStream_t stream) {
+// One of the lean kernels (mlp_lean_kernel, mlp_lean_loop_kernel) on one CTA per SM.
+void launch_lean(void (*kernel)(NormMlpArgs, int), const NormMlpArgs& a, int64_t most, cudaStream_t stream) {
   const size_t smem = lean_smem_for(most);
-  CUDA_CHECK(cudaFuncSetAttribute(mlp_lean_kernel<kBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group of the ring before the PDL wait by default, as v5.
   const int prewait_groups = prewait_groups_for(a, kLeanGroup, kLeanStages);
-  launch(mlp_lean_kernel<kBlocks>, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
+  launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -868,7 +966,7 @@ bool mlp_split_down_v10_supports(const NormMlpArgs& a) { return mlp_split_down_v
 
 void launch_mlp_split_down_v10(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden / 8 > kThreads) return launch_mlp_split_down_v5(a, stream);
-  launch_lean<kEvenBlocks>(a, max_features(ctas_for(a), a.inter), stream);
+  launch_lean(mlp_lean_kernel<kEvenBlocks>, a, max_features(ctas_for(a), a.inter), stream);
 }
 
 // v11_mlp_split_down_skewed: v10 on weighted feature blocks (NormMlpArgs::skew_from, skew_permille; hidden / 8 <=
@@ -883,7 +981,7 @@ bool mlp_split_down_v11_supports(const NormMlpArgs& a) {
 }
 
 void launch_mlp_split_down_v11(const NormMlpArgs& a, cudaStream_t stream) {
-  launch_lean<kSkewedBlocks>(a, skewed_most(a), stream);
+  launch_lean(mlp_lean_kernel<kSkewedBlocks>, a, skewed_most(a), stream);
 }
 
 // v12_mlp_split_down_paired: v10 whose CTA pairs hand a block's tail from the later one to the other
@@ -899,7 +997,16 @@ bool mlp_split_down_v12_supports(const NormMlpArgs& a) {
 }
 
 void launch_mlp_split_down_v12(const NormMlpArgs& a, cudaStream_t stream) {
-  launch_lean<kPairedBlocks>(a, paired_most(a), stream);
+  launch_lean(mlp_lean_kernel<kPairedBlocks>, a, paired_most(a), stream);
+}
+
+// v13_mlp_split_down_lean_loop: v10's work in mlp_lean_loop_kernel at hidden 4096 (Qwen3-8B's); other shapes run
+// v10 (and v10 v5 past 4096).
+bool mlp_split_down_v13_supports(const NormMlpArgs& a) { return mlp_split_down_v10_supports(a); }
+
+void launch_mlp_split_down_v13(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
+  launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden>, a, max_features(ctas_for(a), a.inter), stream);
 }
 
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).

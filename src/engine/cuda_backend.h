@@ -96,8 +96,9 @@ struct EngineOptions {
   // the other versions' paths): 4.123 vs 4.329 ms at 128, 4.218 vs 4.440 at 1024, 4.566 vs 4.826 at 8192 (session
   // 11); v9 (the first rows into L2, the norm's loads first) was no better. Session 17: v11 (the CTAs that find an
   // SM last take fewer features, a fixed skew) 1.001x-1.005x at 128-320; v12 (the skew from the previous layer's
-  // stamps, CTA pairs) 0.95x, 0.95x with nothing handed over.
-  std::string decode_mlp = "v10_mlp_split_down_lean";
+  // stamps, CTA pairs) 0.95x, 0.95x with nothing handed over. v13 (v10's work in 44% fewer instructions, at hidden
+  // 4096; v10 elsewhere): 1.013x at context 128, 1.024x at 1024 and 8192 (session 17).
+  std::string decode_mlp = "v13_mlp_split_down_lean_loop";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
