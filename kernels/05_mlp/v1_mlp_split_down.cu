@@ -572,9 +572,8 @@ __device__ __forceinline__ int64_t pair_transfer(uint64_t self_stamp, uint64_t p
 // 320 on one lease, 1.001x on another (3.5% of the late CTAs' work, ~2.3 us of it, moved their ends by only
 // ~0.8 us: the tail's HBM is not idle, the next QKV GEMV's CTAs stream their first rows in it). v12 0.95x, and
 // with nothing handed over 0.95x too; its first form (thread 0 loading the stamps, a barrier before the loop)
-// 0.85x. Why v12's code is slower with nothing to hand over is not established: its CTAs pass the PDL wait
-// 0.6-1 us later than v10's with the same instructions before it (code layout or instruction fetch, the
-// candidates).
+// 0.85x. v12 with nothing to hand over executes 19% more instructions than v10 (54.3 M warp instructions a
+// launch against 45.5 M, Nsight Compute), and v10 is close to the SMs' issue rate: hence v13 below.
 template <int kBlocks>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kGroup = kLeanGroup, kStages = kLeanStages;
