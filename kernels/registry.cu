@@ -159,6 +159,8 @@ void launch_gemv_norm_v16(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v16_supports(const NormGemvArgs&);
 void launch_gemv_norm_v17(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v17_supports(const NormGemvArgs&);
+void launch_gemv_norm_v18(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v18_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -492,6 +494,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                   "copies for the norm and takes the other half from its partner's shared memory "
                                   "(sm_90; elsewhere v12; v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v17, gemv_norm_v17_supports},
+      {"v18_gemv_norm_ring_lean", "v12's work with its ring's bookkeeping cut (hidden 4096 fixed at compile time, a "
+                                  "group's rows from one pointer, bounds only in the last group; other shapes v12) "
+                                  "(v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v18, gemv_norm_v18_supports},
   };
   return v;
 }

@@ -223,6 +223,84 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
   if constexpr (kPair) cluster_wait_before_exit();
 }
 
+// v18 (norm_gemv_lean_kernel): v12's work with its ring's bookkeeping cut, as norm_mlp v13 cut v10's (ITERATIONS.md
+// session 17: the MLP's ring spent ~3 instructions of bounds checks, 64-bit addresses and branches for each one of
+// arithmetic, and was close to the SMs' issue rate). The hidden size is a template parameter (a row is one 16-byte
+// piece a thread), a group's 8 copies come from one pointer at constant offsets, the stage index is carried, and
+// the bounds are handled only in the CTA's last group. The same rows, norm, dot products and sums as v12.
+template <int kK>
+__global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
+  constexpr int kGroup = 8, kInFlight = kStages - 1;
+  static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float warp_sq[kWarps];
+  pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
+  const int64_t ctas = gridDim.x;
+  const int64_t row0 = blockIdx.x * a.n / ctas;
+  const int rows = int((blockIdx.x + 1) * a.n / ctas - row0);
+  const int dots_stride = int((a.n + ctas - 1) / ctas);
+  const int groups = (rows + kGroup - 1) / kGroup;
+  uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
+  float* dots = reinterpret_cast<float*>(smem_raw + size_t(kStages) * kGroup * kThreads * 16);  // (kWarps, stride)
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+  const bf16* const w_rows = a.w + row0 * kK + threadIdx.x * 8;  // this thread's piece of the CTA's first row
+  // Group g into stage `stage`; past the last group an empty cp.async group keeps the count.
+  const auto issue = [&](int g, int stage) {
+    if (g < groups) {
+      const bf16* src = w_rows + int64_t(g) * kGroup * kK;
+      uint4* dst = ring + stage * (kGroup * kThreads);
+      const int n = min(kGroup, rows - g * kGroup);
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        if (j < n) cp_async_16B_policy(dst + j * kThreads, src + j * kK, policy);
+    }
+    cp_async_commit();
+  };
+  const int before_wait = min(prewait_groups, kInFlight);
+  for (int g = 0; g < before_wait; ++g) issue(g, g);
+  uint4 norm_w[1];
+  gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
+  pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  stamp(a.trace, kTraceWaited);
+  for (int g = before_wait; g < kInFlight; ++g) issue(g, g);
+  float x[1][8];
+  if (a.residual_delta != nullptr)
+    gemv_ring::normed_with_delta<1>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, kK, warp_sq, x);
+  else
+    gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, kK, x);
+  stamp(a.trace, kTraceNormed);
+  for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    cp_async_wait<kInFlight - 1>();
+    uint4 w[kGroup][1];
+    const uint4* src = ring + stage * (kGroup * kThreads);
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) w[j][0] = src[j * kThreads];
+    const int n = min(kGroup, rows - g * kGroup);
+    if (n < kGroup) {  // the CTA's last group: rows past it hold whatever the stage held
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+        if (j >= n) w[j][0] = make_uint4(0, 0, 0, 0);
+    }
+    // Into the stage group g - 1 used: this thread has read its pieces of it.
+    issue(g + kInFlight, stage == 0 ? kStages - 1 : stage - 1);
+    const float total = gemv_ring::dot_group<1, kGroup>(w, x);
+    const int row = g * kGroup + warp_sum_transposed_index<kGroup>(lane);
+    if (lane % (kWarpSize / kGroup) == 0 && row < rows) dots[warp * dots_stride + row] = total;
+  }
+  cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows; i += kThreads) {
+    float y = 0.0f;
+    for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
+    a.y[row0 + i] = __float2bfloat16_rn(y);
+  }
+  stamp(a.trace, kTraceEnd);
+}
+constexpr int kLeanK = 4096;
+
 // The ring, the warp sums (kBlock / 32, rows per CTA) and, for v17 (pair), h' as bf16 (hidden).
 template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false>
 size_t smem_for(const NormGemvArgs& a) {
@@ -347,6 +425,21 @@ bool gemv_norm_v17_supports(const NormGemvArgs& a) { return pair_takes(a) || gem
 void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
   if (!pair_takes(a)) return launch_gemv_norm_v12(a, stream);
   launch_pair(a, stream);
+}
+
+
+// v18_gemv_norm_ring_lean: v12's work in norm_gemv_lean_kernel where the row is 4096 wide (Qwen3-8B's hidden) and
+// the ring takes the shape; elsewhere v12.
+bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v18(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
+  const auto kernel = norm_gemv_lean_kernel<kLeanK>;
+  const size_t smem = smem_for<1, 8>(a);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // v12's two groups before the PDL wait.
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kStages - 1);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwen3::kernels

@@ -50,8 +50,9 @@ struct EngineOptions {
   // O and down with the residual add, gate|up with the post-attention RMSNorm and SwiGLU. A version that does not
   // support the shape or device falls back to the first of its op (kernels/registry.cu). v12 (QKV on a cp.async
   // ring, one CTA per SM): 4.329 vs 4.371 ms per step with v10 at context 128, 4.446 vs 4.494 at 1024, 4.718 vs
-  // 4.812 at 8192 (H200, one lease, ITERATIONS.md session 6).
-  std::string norm_gemv = "v12_gemv_norm_ring";
+  // 4.812 at 8192 (H200, one lease, ITERATIONS.md session 6). v18 (v12 with its ring's bookkeeping cut, at hidden
+  // 4096; v12 elsewhere): 1.004x-1.009x of v12 at contexts 128-8192 (session 17).
+  std::string norm_gemv = "v18_gemv_norm_ring_lean";
   // v16_gemv_norm_ring_l2_first only: bytes of each CTA's first QKV rows it pulls into L2 before the PDL wait
   // (NormGemvArgs::l2_first_bytes).
   int64_t qkv_l2_first_bytes = int64_t(192) << 10;
