@@ -116,8 +116,9 @@ struct EngineOptions {
   int32_t mlp_o_ahead = -1;  // NormMlpArgs::o_ahead_groups
   bool mlp_o_l2_prefetch = false;
   // Copies of the MLP's fp32 delta its CTAs spread their reductions over (NormMlpArgs::delta_copies); the readers sum
-  // them.
-  int32_t mlp_delta_copies = 4;
+  // them. 2 since session 17: with the MLP's v13 and the QKV GEMV's v18, 1.001x-1.004x over 4 at contexts 128-8192
+  // (8: 0.985x).
+  int32_t mlp_delta_copies = 2;
   // Bytes of the next layer's QKV weights the MLP pulls into L2 at its tail (versions with NormMlpArgs::l2_prefetch;
   // capped at the weights' size).
   int64_t mlp_l2_prefetch_bytes = int64_t(64) << 20;
