@@ -318,16 +318,20 @@ __host__ __device__ inline int64_t norm_mlp_feature_begin(int64_t c, int64_t cta
 }
 // The same blocks weighted: CTAs [from, ctas) weigh 1000 - permille, the others 1000 (NormMlpArgs::skew_from);
 // permille 0 gives norm_mlp_feature_begin's blocks. PRECOND: 0 <= permille < 1000, from >= 0, ctas >= 1.
+// norm_mlp_skewed_weight_before(n): the weight of CTAs [0, n).
+__host__ __device__ inline int64_t norm_mlp_skewed_weight_before(int64_t n, int64_t from, int64_t permille) {
+  return 1000 * n - permille * (n > from ? n - from : 0);
+}
 __host__ __device__ inline int64_t norm_mlp_feature_begin_skewed(int64_t c, int64_t ctas, int64_t inter, int64_t from,
                                                                  int64_t permille) {
-  const auto weight_before = [&](int64_t n) { return 1000 * n - permille * (n > from ? n - from : 0); };
-  return inter * weight_before(c) / weight_before(ctas);
+  return inter * norm_mlp_skewed_weight_before(c, from, permille) /
+         norm_mlp_skewed_weight_before(ctas, from, permille);
 }
 // The most features a CTA of norm_mlp_feature_begin_skewed takes: floor(a) - floor(b) <= ceil(a - b), and a CTA
 // weighs at most 1000.
 __host__ __device__ inline int64_t norm_mlp_max_features_skewed(int64_t ctas, int64_t inter, int64_t from,
                                                                 int64_t permille) {
-  const int64_t total = 1000 * ctas - permille * (ctas > from ? ctas - from : 0);
+  const int64_t total = norm_mlp_skewed_weight_before(ctas, from, permille);
   return (inter * 1000 + total - 1) / total;
 }
 

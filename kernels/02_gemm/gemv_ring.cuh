@@ -93,6 +93,30 @@ struct Ring {
   }
 };
 
+// The lean rings of norm_mlp v13 and norm_gemv v18: Ring's layout with a row of kRowElems bf16 one 16-byte piece a
+// thread (kRowElems / 8 == kBlock, fixed at compile time), its bookkeeping kept by the caller. copy_rows issues this
+// thread's pieces of `rows` (<= kGroup) consecutive rows from src (its piece of the first) to dst (its piece of a
+// stage's first row); the caller commits the cp.async group. read_rows reads them back and zeros the pieces past
+// `rows` (a stage's rows past them hold an older group's).
+template <int kGroup, int kRowElems, int kBlock = kThreads>
+__device__ __forceinline__ void copy_rows(uint4* dst, const bf16* src, int rows, uint64_t policy) {
+  static_assert(kRowElems / 8 == kBlock, "one 16-byte piece of a row a thread");
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j)
+    if (j < rows) cp_async_16B_policy(dst + j * kBlock, src + j * kRowElems, policy);
+}
+
+template <int kGroup, int kBlock = kThreads>
+__device__ __forceinline__ void read_rows(const uint4* src, int rows, uint4 (&w)[kGroup][1]) {
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) w[j][0] = src[j * kBlock];
+  if (rows < kGroup) {
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j)
+      if (j >= rows) w[j][0] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 // The barriers Ring::issue_bulk completes on, one per group issued that way: initialised by thread 0 for one
 // arrival each, fenced for the async proxy, and visible to every thread before any waits on them. PRECOND: every
 // thread of the CTA calls it; sm_90.

@@ -107,6 +107,30 @@ __device__ __forceinline__ void cluster_wait_before_exit() {
 #endif
 }
 
+// The QKV GEMV's normed input at this thread's columns: from h and the MLP's delta copies where the args carry
+// them (residual_delta), from the producer's partial sums of squares of h otherwise.
+template <int kVecs, int kBlock>
+__device__ __forceinline__ void normed_input(const bf16* residual, const float* delta, int copies,
+                                             const float* partials, int64_t partial_count,
+                                             const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
+                                             float* warp_sq, float (&x)[kVecs][8]) {
+  if (delta != nullptr)
+    gemv_ring::normed_with_delta<kVecs, kBlock>(residual, delta, copies, norm_w, eps, hidden, warp_sq, x);
+  else
+    gemv_ring::normed_from_partials<kVecs, kBlock>(residual, partials, partial_count, norm_w, eps, hidden, x);
+}
+
+// y[i] for the CTA's rows i < rows: the sum of the warps' dot products in dots (kBlock / 32, dots_stride), in a fixed
+// order, rounded to bf16. PRECOND: every warp's sums written and visible (after a barrier).
+template <int kBlock, class Index>
+__device__ __forceinline__ void write_row_sums(const float* dots, Index dots_stride, Index rows, bf16* y) {
+  for (Index i = threadIdx.x; i < rows; i += kBlock) {
+    float sum = 0.0f;
+    for (int w = 0; w < kBlock / kWarpSize; ++w) sum += dots[w * dots_stride + i];
+    y[i] = __float2bfloat16_rn(sum);
+  }
+}
+
 // kFull (v13, v14): every stage of the ring in flight (gemv_ring::Ring's kInFlight = kStages), a group's successor
 // issued once the group is multiplied. kTma (v14, sm_90): the groups issued before the PDL wait are TMA bulk copies
 // (Ring::issue_bulk), meant to keep the norm's loads after the wait from queuing behind them (they still do).
@@ -187,12 +211,10 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
         gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w,
                                                        a.eps, a.k, x);
       cluster_arrive_after_reads();
-    } else if (a.residual_delta != nullptr)
-      gemv_ring::normed_with_delta<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, a.k,
-                                                  warp_sq, x);
-    else
-      gemv_ring::normed_from_partials<kVecs, kBlock>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps,
-                                                     a.k, x);
+    } else {
+      normed_input<kVecs, kBlock>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count,
+                                  norm_w, a.eps, a.k, warp_sq, x);
+    }
     stamp(a.trace, kTraceNormed);
     if (kFull)
       for (int g = 0; g < kInFlight; ++g)
@@ -214,11 +236,7 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < rows; i += kBlock) {
-    float y = 0.0f;
-    for (int w = 0; w < kBlockWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
-    a.y[row0 + i] = __float2bfloat16_rn(y);
-  }
+  write_row_sums<kBlock>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
   if constexpr (kPair) cluster_wait_before_exit();
 }
@@ -249,12 +267,8 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   // Group g into stage `stage`; past the last group an empty cp.async group keeps the count.
   const auto issue = [&](int g, int stage) {
     if (g < groups) {
-      const bf16* src = w_rows + int64_t(g) * kGroup * kK;
-      uint4* dst = ring + stage * (kGroup * kThreads);
-      const int n = min(kGroup, rows - g * kGroup);
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j)
-        if (j < n) cp_async_16B_policy(dst + j * kThreads, src + j * kK, policy);
+      gemv_ring::copy_rows<kGroup, kK>(ring + stage * (kGroup * kThreads), w_rows + int64_t(g) * kGroup * kK,
+                                       min(kGroup, rows - g * kGroup), policy);
     }
     cp_async_commit();
   };
@@ -266,23 +280,13 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   stamp(a.trace, kTraceWaited);
   for (int g = before_wait; g < kInFlight; ++g) issue(g, g);
   float x[1][8];
-  if (a.residual_delta != nullptr)
-    gemv_ring::normed_with_delta<1>(a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, kK, warp_sq, x);
-  else
-    gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, kK, x);
+  normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
+                            a.eps, kK, warp_sq, x);
   stamp(a.trace, kTraceNormed);
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];
-    const uint4* src = ring + stage * (kGroup * kThreads);
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) w[j][0] = src[j * kThreads];
-    const int n = min(kGroup, rows - g * kGroup);
-    if (n < kGroup) {  // the CTA's last group: rows past it hold whatever the stage held
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j)
-        if (j >= n) w[j][0] = make_uint4(0, 0, 0, 0);
-    }
+    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), min(kGroup, rows - g * kGroup), w);
     // Into the stage group g - 1 used: this thread has read its pieces of it.
     issue(g + kInFlight, stage == 0 ? kStages - 1 : stage - 1);
     const float total = gemv_ring::dot_group<1, kGroup>(w, x);
@@ -292,11 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
   __syncthreads();
-  for (int i = threadIdx.x; i < rows; i += kThreads) {
-    float y = 0.0f;
-    for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];  // a fixed order
-    a.y[row0 + i] = __float2bfloat16_rn(y);
-  }
+  write_row_sums<kThreads>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
 }
 constexpr int kLeanK = 4096;

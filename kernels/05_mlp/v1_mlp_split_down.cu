@@ -741,11 +741,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     if (g < groups) {
       const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
       const bf16* src = (phase == 0 ? gate_rows : phase == 1 ? up_rows : down_rows) + int64_t(first) * kHidden;
-      uint4* dst = ring + stage * (kGroup * kThreads);
-      const int rows = min(kGroup, features - first);
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j)
-        if (j < rows) cp_async_16B_policy(dst + j * kThreads, src + j * kHidden, policy);
+      gemv_ring::copy_rows<kGroup, kHidden>(ring + stage * (kGroup * kThreads), src, min(kGroup, features - first),
+                                            policy);
     }
     cp_async_commit();
   };
@@ -764,14 +761,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     const int rows = min(kGroup, features - first);
     cp_async_wait<kStages - 1>();
     uint4 w[kGroup][1];
-    const uint4* src = ring + stage * (kGroup * kThreads);
-#pragma unroll
-    for (int j = 0; j < kGroup; ++j) w[j][0] = src[j * kThreads];
-    if (rows < kGroup) {  // a phase's last group: rows past it hold whatever the stage held
-#pragma unroll
-      for (int j = 0; j < kGroup; ++j)
-        if (j >= rows) w[j][0] = make_uint4(0, 0, 0, 0);
-    }
+    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), rows, w);  // (rows < 8: a phase's last group)
     if (g == 2 * phase_groups) {
       stamp(a.trace, kTraceGateUp);
       swiglu_block(dots, dots_stride, features, act_s);

@@ -891,14 +891,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.next_rows = QD + 2 * KVD;
         a.sync = m.mlp_sync.as<uint32_t>();
       }
+      const int64_t layer = int64_t(&L - m.layers.data());
       // (v4) The next kernel's weights into L2 at the launch's tail: the next layer's QKV GEMV, where it runs.
       if (!next) {
-        a.l2_prefetch = m.layers[size_t(&L - m.layers.data()) + 1].wqkv;
+        a.l2_prefetch = m.layers[size_t(layer) + 1].wqkv;
         a.l2_prefetch_bytes = std::min<int64_t>((QD + 2 * KVD) * H * 2, o.mlp_l2_prefetch_bytes) / 16 * 16;
       }
       a.skew_from = o.mlp_skew_from;
       a.skew_permille = o.mlp_skew_permille;
-      const int64_t layer = int64_t(&L - m.layers.data());
       a.lateness_in = m.mlp_lateness.as<uint64_t>() + ((layer + 1) % 2) * m.mlp_ctas;
       a.lateness_out = m.mlp_lateness.as<uint64_t>() + (layer % 2) * m.mlp_ctas;
       if (o.mlp_lateness_permille_per_us >= 0) a.lateness_permille_per_us = o.mlp_lateness_permille_per_us;
