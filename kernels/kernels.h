@@ -48,6 +48,20 @@ struct AddRmsnormArgs {
   float eps;
 };
 
+// The one-launch MLP's output into the residual, then the next norm: residual = bf16(residual + bf16(Σ_j delta
+// copy j)) (the copies summed in order j = 0, 1, ..., as the batch-1 readers sum them), the delta zeroed, y =
+// rmsnorm(residual). The batched decode layer (2 tokens) runs it after norm_mlp v14, whose fp32 reductions leave
+// the MLP's output in the delta (NormMlpArgs::residual_delta); at batch 1 the QKV GEMV and qkv_attention_o fold it.
+struct AddDeltaRmsnormArgs {
+  bf16* residual;      // (rows, n) in/out: the hidden state h
+  float* delta;        // (copies, rows, n) fp32: read, then zeroed
+  int32_t copies;
+  const bf16* weight;  // (n)
+  bf16* y;             // (rows, n): normalized, input of the next sublayer
+  int64_t rows, n;
+  float eps;
+};
+
 // ---- 02 gemm -----------------------------------------------------------------------------------------------------
 // y (m, n) = x (m, k) · w (n, k)ᵀ. m = tokens: 1..8 is the decode regime (GEMV, memory bound), large m prefill.
 struct GemmArgs {
@@ -307,6 +321,12 @@ struct NormMlpArgs {
   uint64_t* lateness_out = nullptr;
   int32_t lateness_permille_per_us = 25;
   int32_t lateness_max_features = 8;
+  // v14 (v14_mlp_split_down_batched) only: `rows` tokens decoded together (1 or 2: the warp sums of two tokens
+  // fill its shared memory beside the ring), their inputs already normed (normed_input, (rows, hidden), as the
+  // batched decode layer's add_rmsnorm writes them); residual, norm_partials and norm_weight are then not read, and
+  // residual_delta is (delta_copies, rows, hidden). Every other version takes only rows == 1, normed_input nullptr.
+  const bf16* normed_input = nullptr;
+  int64_t rows = 1;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).

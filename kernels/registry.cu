@@ -18,6 +18,8 @@ bool rmsnorm_v1_supports(const RmsnormArgs&);
 void launch_add_rmsnorm_v0(const AddRmsnormArgs&, cudaStream_t);
 void launch_add_rmsnorm_v1(const AddRmsnormArgs&, cudaStream_t);
 bool add_rmsnorm_v1_supports(const AddRmsnormArgs&);
+void launch_add_delta_rmsnorm_v0(const AddDeltaRmsnormArgs&, cudaStream_t);
+bool add_delta_rmsnorm_v0_supports(const AddDeltaRmsnormArgs&);
 void launch_gemm_v0(const GemmArgs&, cudaStream_t);
 void launch_gemm_v1(const GemmArgs&, cudaStream_t);
 bool gemm_v1_supports(const GemmArgs&);
@@ -139,6 +141,8 @@ void launch_gemm_v10(const GemmArgs&, cudaStream_t);
 bool gemm_v10_supports(const GemmArgs&);
 void launch_gemm_v11(const GemmArgs&, cudaStream_t);
 bool gemm_v11_supports(const GemmArgs&);
+void launch_gemm_v12(const GemmArgs&, cudaStream_t);
+bool gemm_v12_supports(const GemmArgs&);
 void launch_gemv_residual_v9(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v9_supports(const GemvResidualArgs&);
 void launch_gemv_norm_v9(const NormGemvArgs&, cudaStream_t);
@@ -193,6 +197,8 @@ void launch_mlp_split_down_v12(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v12_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v13(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v13_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v14(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v14_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -221,6 +227,15 @@ const std::vector<KernelVersion<AddRmsnormArgs>>& add_rmsnorm_versions() {
   return v;
 }
 
+const std::vector<KernelVersion<AddDeltaRmsnormArgs>>& add_delta_rmsnorm_versions() {
+  static const std::vector<KernelVersion<AddDeltaRmsnormArgs>> v{
+      {"v0_add_delta_rmsnorm", "the fp32 delta copies summed into the bf16 residual and zeroed, then the norm; "
+                               "16-byte vectors, the row in registers (v1_rmsnorm_vec.cu)",
+       launch_add_delta_rmsnorm_v0, add_delta_rmsnorm_v0_supports},
+  };
+  return v;
+}
+
 const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
   static const std::vector<KernelVersion<GemmArgs>> v{
       {"v0_gemm_naive", "thread per output, scalar uncoalesced loads", launch_gemm_v0, nullptr},
@@ -244,6 +259,10 @@ const std::vector<KernelVersion<GemmArgs>>& gemm_versions() {
       {"v11_gemv_mma_deep", "v10 whose one-tile CTAs (o, qkv, down at Qwen3-8B's shapes) keep four 32-k steps a load "
                             "group in flight instead of two (v10_gemv_mma.cu)",
        launch_gemm_v11, gemm_v11_supports},
+      {"v12_gemv_ring_tokens", "decode batch 1-2 at k 4096: CTA per SM, its rows through norm_mlp v14's cp.async ring "
+                               "(6 x 4 rows, all issued before the PDL wait), each piece converted once for both "
+                               "tokens; other shapes v2 (v12_gemv_ring_tokens.cu)",
+       launch_gemm_v12, gemm_v12_supports},
   };
   return v;
 }
@@ -574,6 +593,10 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                        "gate, then up, then down rows that never straddle, a group's rows from one "
                                        "pointer, bounds only in a phase's last group; other shapes v10 (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v13, mlp_split_down_v13_supports},
+      {"v14_mlp_split_down_batched", "v13's kernel for 1-2 tokens decoded together, their inputs normed by the "
+                                     "caller (NormMlpArgs::rows, normed_input): each weight piece converted once "
+                                     "and multiplied by every token's input; hidden 4096 (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v14, mlp_split_down_v14_supports},
   };
   return v;
 }

@@ -29,6 +29,7 @@ struct KernelVersion {
 const std::vector<KernelVersion<EmbeddingArgs>>& embedding_versions();
 const std::vector<KernelVersion<RmsnormArgs>>& rmsnorm_versions();
 const std::vector<KernelVersion<AddRmsnormArgs>>& add_rmsnorm_versions();
+const std::vector<KernelVersion<AddDeltaRmsnormArgs>>& add_delta_rmsnorm_versions();
 const std::vector<KernelVersion<GemmArgs>>& gemm_versions();
 const std::vector<KernelVersion<RopeArgs>>& rope_versions();
 const std::vector<KernelVersion<QkNormRopeCacheArgs>>& qk_norm_rope_cache_versions();

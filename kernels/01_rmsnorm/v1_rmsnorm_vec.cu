@@ -1,5 +1,6 @@
 // v1: the row stays in registers between the two passes and moves as 16-byte vectors, so the row is read from
-// memory once (v0 reads it twice) with a quarter of the load instructions. Covers rmsnorm and add_rmsnorm.
+// memory once (v0 reads it twice) with a quarter of the load instructions. Covers rmsnorm and add_rmsnorm, and is
+// add_delta_rmsnorm's v0 (its delta fp32 copies, summed in the same pass).
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
@@ -48,15 +49,14 @@ __global__ void rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ weigh
   normalize_store(v, vecs_per_row, weight, y + blockIdx.x * n, 1.0f / sqrtf(sum_sq / float(n) + eps));
 }
 
-__global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ delta,
-                                       const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
-                                       float eps) {
-  pdl_launch_dependents();
-  pdl_wait();
+// residual row += the sublayer's output, rounded as the bf16 residual stream is, then y = rmsnorm(residual row): a
+// block per row. add_to(vec, d) gives the 8 values added at the row's 16-byte vector vec (bf16 values, as floats).
+template <class AddTo>
+__device__ __forceinline__ void add_rmsnorm_row(bf16* residual, const bf16* __restrict__ weight, bf16* __restrict__ y,
+                                                int64_t n, float eps, AddTo&& add_to) {
   __shared__ float scratch[32];
   const int vecs_per_row = int(n / 8);
   Bf16x8* row = reinterpret_cast<Bf16x8*>(residual + blockIdx.x * n);
-  const Bf16x8* d = reinterpret_cast<const Bf16x8*>(delta + blockIdx.x * n);
   float v[kMaxVecsPerThread][8];
   float sum_sq = 0.0f;
 #pragma unroll
@@ -65,7 +65,7 @@ __global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ 
     if (vec < vecs_per_row) {
       float h[8], dd[8];
       bf16x8_to_float(row[vec], h);
-      bf16x8_to_float(d[vec], dd);
+      add_to(vec, dd);
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[j][e] = bf16_round(h[e] + dd[e]);  // the bf16 residual stream
       row[vec] = float_to_bf16x8(v[j]);
@@ -77,7 +77,50 @@ __global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ 
   normalize_store(v, vecs_per_row, weight, y + blockIdx.x * n, 1.0f / sqrtf(sum_sq / float(n) + eps));
 }
 
+__global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ delta,
+                                       const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
+                                       float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const Bf16x8* d = reinterpret_cast<const Bf16x8*>(delta + blockIdx.x * n);
+  add_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&dd)[8]) { bf16x8_to_float(d[vec], dd); });
+}
+
+// AddDeltaRmsnormArgs: the fp32 delta copies (copies, rows, n), summed in order and rounded to bf16, added as
+// add_rmsnorm_vec_kernel adds a bf16 delta; each copy zeroed once read (the next one-launch MLP adds into them).
+// PRECOND: as add_rmsnorm_vec_kernel; delta 16-byte aligned.
+__global__ void add_delta_rmsnorm_vec_kernel(bf16* residual, float* delta, int copies, int64_t rows,
+                                             const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
+                                             float eps) {
+  pdl_launch_dependents();
+  pdl_wait();
+  add_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&dd)[8]) {
+    float d[8] = {};
+    for (int c = 0; c < copies; ++c) {
+      float4* copy = reinterpret_cast<float4*>(delta + (c * rows + blockIdx.x) * n) + 2 * vec;
+      const float4 d0 = copy[0], d1 = copy[1];
+      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
+      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+      copy[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      copy[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dd[e] = bf16_round(d[e]);
+  });
+}
+
 }  // namespace
+
+bool add_delta_rmsnorm_v0_supports(const AddDeltaRmsnormArgs& a) {
+  return a.n % 8 == 0 && a.n <= kThreads * 8 * kMaxVecsPerThread && a.copies >= 1 &&
+         reinterpret_cast<uintptr_t>(a.delta) % 16 == 0;
+}
+
+void launch_add_delta_rmsnorm_v0(const AddDeltaRmsnormArgs& a, cudaStream_t stream) {
+  launch(add_delta_rmsnorm_vec_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.residual, a.delta,
+         int(a.copies), a.rows, a.weight, a.y, a.n, a.eps);
+  CUDA_CHECK_LAUNCH();
+}
 
 bool rmsnorm_v1_supports(const RmsnormArgs& a) { return a.n % 8 == 0 && a.n <= kThreads * 8 * kMaxVecsPerThread; }
 bool add_rmsnorm_v1_supports(const AddRmsnormArgs& a) {

@@ -148,6 +148,27 @@ __device__ __forceinline__ float dot_group(const uint4 (&w)[kGroup][kVecs], cons
   return warp_sum_transposed<kGroup>(dot);
 }
 
+// The same for kTokens inputs at once, a row one 16-byte piece a thread (the lean rings): each piece converted once
+// for all of them. The kGroup x kTokens sums go through one warp_sum_transposed, value t * kGroup + j the dot product
+// of row j with token t's x: lane l holds the warp's sum for token i / kGroup, row i % kGroup, i =
+// warp_sum_transposed_index<kGroup * kTokens>(l). kTokens 1 is dot_group<1, kGroup>'s arithmetic.
+template <int kTokens, int kGroup>
+__device__ __forceinline__ float dot_group_tokens(const uint4 (&w)[kGroup][1], const float (&x)[kTokens][8]) {
+  float dot[kGroup * kTokens];
+#pragma unroll
+  for (int j = 0; j < kGroup; ++j) {
+    float wf[8];
+    bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[j][0]), wf);
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) {
+      dot[t * kGroup + j] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dot[t * kGroup + j] += wf[e] * x[t][e];
+    }
+  }
+  return warp_sum_transposed<kGroup * kTokens>(dot);
+}
+
 // This thread's 16-byte pieces of a norm weight (hidden bf16): loaded before the PDL wait (weights), so the norm
 // after it waits on one round trip less.
 template <int kVecs, int kBlock = kThreads>

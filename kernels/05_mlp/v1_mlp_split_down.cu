@@ -41,7 +41,10 @@
 //    (its SM's copy engine; it then finished last), the attention launch ran 1.2 us longer and its end reached the
 //    MLP's release 2.7 us later instead of 0.45.
 // Session 17: v11_mlp_split_down_skewed and v12_mlp_split_down_paired, v10 with fewer features for the CTAs that
-// become resident last (a fixed skew; a skew from the previous layer's stamps): 1.001x-1.005x and 0.95x (below).
+// become resident last (a fixed skew; a skew from the previous layer's stamps): 1.001x-1.005x and 0.95x (below);
+// v13_mlp_split_down_lean_loop, v10 in 44% fewer instructions: the batch-1 default.
+// Session 18: v14_mlp_split_down_batched, v13's kernel for two tokens whose inputs come normed: batch 2's MLP in one
+// launch, 1.055x a batch-2 step against gate|up, SwiGLU, down and the residual add as four.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -113,15 +116,29 @@ __device__ __forceinline__ void add_scaled_row(float (&down)[kVecs][8], const ui
   }
 }
 
-// This CTA's share of the down projection into its copy of the delta (NormMlpArgs::residual_delta, copy
-// blockIdx.x % delta_copies): fire-and-forget reductions at this thread's columns (vecs: hidden / 8).
+// The same for kTokens tokens at once (v14), one 16-byte piece of the row a thread: the piece converted once.
+template <int kTokens>
+__device__ __forceinline__ void add_scaled_row_tokens(float (&down)[kTokens][8], const uint4& w,
+                                                      const float (&act)[kTokens]) {
+  float wf[8];
+  bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w), wf);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) down[t][e] += wf[e] * act[t];
+}
+
+// This CTA's share of the down projection of token `token` of `tokens` into its copy of the delta
+// (NormMlpArgs::residual_delta, (delta_copies, tokens, hidden), copy blockIdx.x % delta_copies): fire-and-forget
+// reductions at this thread's columns (vecs: hidden / 8).
 template <int kVecs>
-__device__ __forceinline__ void add_down_partial(const float (&down)[kVecs][8], const NormMlpArgs& a, int64_t vecs) {
+__device__ __forceinline__ void add_down_partial(const float (&down)[kVecs][8], const NormMlpArgs& a, int64_t vecs,
+                                                 int64_t token = 0, int64_t tokens = 1) {
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     const int64_t col = threadIdx.x + int64_t(v) * kThreads;
     if (col >= vecs) continue;
-    float* dst = a.residual_delta + (blockIdx.x % a.delta_copies) * a.hidden + col * 8;
+    float* dst = a.residual_delta + ((blockIdx.x % a.delta_copies) * tokens + token) * a.hidden + col * 8;
     red_add_f32x4(dst, {down[v][0], down[v][1], down[v][2], down[v][3]});
     red_add_f32x4(dst + 4, {down[v][4], down[v][5], down[v][6], down[v][7]});
   }
@@ -712,11 +729,29 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_kernel(NormMlpArgs a, in
 // phase's last group. The dot products and sums are v10's, row for row; a gate or up row may sit at another place
 // of its group than in v10, so warp_sum_transposed may add its lanes in another order (a few fp32 ulps).
 constexpr int kLeanLoopHidden = 4096;
+// v14_mlp_split_down_batched: the same kernel for kTokens tokens decoded together (NormMlpArgs::rows), their inputs
+// normed by the caller (NormMlpArgs::normed_input). Every weight piece is read from the ring and converted once and
+// multiplied by each token's input: the batched decode layer reads the MLP's 302 MB once for both tokens, in one
+// launch instead of gate|up, SwiGLU, down and the residual add (four). The warp sums of the gate and up rows take
+// (kTokens, kWarps, 2 x features) floats of shared memory beside the 192 KB ring: 2 tokens fit at Qwen3-8B's shape
+// (217 KB), 3 do not. With two tokens the ring holds 6 groups of 4 rows instead of 3 of 8 (as many bytes, all in
+// flight): a thread then holds 4 rows' pieces, 8 dot products and 8 activations at a time rather than twice as
+// many. Why: with groups of 8, two tokens' inputs and outputs need more than the 128 registers a thread has at 512
+// threads, and its spills (64 bytes a thread) went to L2 (the ring leaves ~10 KB of L1): 144.6 us a launch in the
+// step, against 82.5 for the two GEMVs it replaces (ITERATIONS.md session 18).
+constexpr int kLeanLoopMaxTokens = 2;
+constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 
-template <int kHidden>
+// kTokens tokens; kNormedInput: their inputs come normed (v14) rather than from the residual and its norm partials
+// (v13, one token).
+template <int kHidden, int kTokens = 1, bool kNormedInput = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
-  constexpr int kGroup = kLeanGroup, kStages = kLeanStages;
+  constexpr int kGroup = kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
+  constexpr int kStages = kTokens == 1 ? kLeanStages : kLeanBatchedStages;
+  static_assert(size_t(kStages) * kGroup * kThreads * 16 == LeanRing::kBytes, "the ring's bytes as lean_smem_for's");
+  constexpr int kSums = kGroup * kTokens;  // a group's dot products: its rows x the tokens
   static_assert(kHidden / 8 == kThreads, "one 16-byte piece of a row a thread");
+  static_assert(kTokens == 1 || kNormedInput, "several tokens only with normed inputs");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
@@ -726,8 +761,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
   const int groups = 3 * phase_groups;
   const int dots_stride = 2 * int(max_features(gridDim.x, a.inter));
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
-  float* dots = reinterpret_cast<float*>(smem_raw + LeanRing::kBytes);  // (kWarps, dots_stride)
-  float* act_s = dots + kWarps * dots_stride;                            // (features)
+  float* dots = reinterpret_cast<float*>(smem_raw + LeanRing::kBytes);  // (kTokens, kWarps, dots_stride)
+  float* act_s = dots + kTokens * kWarps * dots_stride;                  // (kTokens, dots_stride / 2)
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const uint64_t policy = make_evict_first_policy();
   // This thread's piece of the first row of each phase: gate rows, up rows, down_projᵀ rows of the CTA's features.
@@ -749,13 +784,19 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
   const int before_wait = min(prewait_groups, kStages);
   for (int g = 0; g < before_wait; ++g) issue(g, g);
   uint4 norm_w[1];
-  gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
-  pdl_wait();  // residual and norm partials come from the previous kernel; residual_delta was zeroed by it
+  if constexpr (!kNormedInput) gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
+  pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
   stamp(a.trace, kTraceWaited);
   for (int g = before_wait; g < kStages; ++g) issue(g, g);
-  float x[1][8];
-  gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
-  float down[1][8] = {};
+  float x[kTokens][8];
+  if constexpr (kNormedInput) {
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t)
+      bf16x8_to_float(reinterpret_cast<const Bf16x8*>(a.normed_input + t * kHidden)[threadIdx.x], x[t]);
+  } else {
+    gemv_ring::normed_from_partials<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps, a.hidden, x);
+  }
+  float down[kTokens][8] = {};
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
     const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
     const int rows = min(kGroup, features - first);
@@ -764,18 +805,24 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), rows, w);  // (rows < 8: a phase's last group)
     if (g == 2 * phase_groups) {
       stamp(a.trace, kTraceGateUp);
-      swiglu_block(dots, dots_stride, features, act_s);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t)
+        swiglu_block(dots + t * kWarps * dots_stride, dots_stride, features, act_s + t * (dots_stride / 2));
     }
     if (phase < 2) {
-      const float total = gemv_ring::dot_group<1, kGroup>(w, x);
-      const int row = first + warp_sum_transposed_index<kGroup>(lane);
-      if (lane % (kWarpSize / kGroup) == 0 && row < features) dots[warp * dots_stride + phase * features + row] = total;
+      const float total = gemv_ring::dot_group_tokens<kTokens, kGroup>(w, x);
+      const int sum = warp_sum_transposed_index<kSums>(lane);  // this lane's (token, row) of the group
+      const int token = kTokens == 1 ? 0 : sum / kGroup, row = first + (kTokens == 1 ? sum : sum % kGroup);
+      if (lane % (kWarpSize / kSums) == 0 && row < features)
+        dots[(token * kWarps + warp) * dots_stride + phase * features + row] = total;
     } else {
-      float act[kGroup];
+      float act[kGroup][kTokens];
 #pragma unroll
-      for (int j = 0; j < kGroup; ++j) act[j] = j < rows ? act_s[first + j] : 0.0f;
+      for (int j = 0; j < kGroup; ++j)
 #pragma unroll
-      for (int j = 0; j < kGroup; ++j) add_scaled_row<1>(down, w[j], act[j]);
+        for (int t = 0; t < kTokens; ++t) act[j][t] = j < rows ? act_s[t * (dots_stride / 2) + first + j] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) add_scaled_row_tokens<kTokens>(down, w[j][0], act[j]);
     }
     asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
     issue(g + kStages, stage);      // into the stage this group came from: its pieces are multiplied
@@ -783,7 +830,9 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
   stamp(a.trace, kTraceDown);
-  add_down_partial<1>(down, a, kHidden / 8);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+    add_down_partial<1>(reinterpret_cast<const float(&)[1][8]>(down[t]), a, kHidden / 8, t, kTokens);
   stamp(a.trace, kTraceEnd);
 }
 
@@ -936,16 +985,20 @@ void launch_mlp_split_down_v9(const NormMlpArgs& a, cudaStream_t stream) {
   launch_ring<false, true, false, false, false, true>(without_l2_prefetch(a), stream);
 }
 
-// The lean kernel's shared memory where a CTA takes at most `most` features: its ring, then the warp sums of its
-// gate and up rows (kWarps, 2 most) and its activations (most), as smem_for() counts them.
-size_t lean_smem_for(int64_t most) { return LeanRing::kBytes + size_t(kWarps * 2 * most + most) * sizeof(float); }
+// The lean kernel's shared memory where a CTA takes at most `most` features: its ring, then for each of `tokens`
+// tokens the warp sums of its gate and up rows (kWarps, 2 most) and its activations (most), as smem_for() counts
+// them for one.
+size_t lean_smem_for(int64_t most, int64_t tokens = 1) {
+  return LeanRing::kBytes + size_t(tokens * (kWarps * 2 * most + most)) * sizeof(float);
+}
 
-// One of the lean kernels (mlp_lean_kernel, mlp_lean_loop_kernel) on one CTA per SM.
-void launch_lean(void (*kernel)(NormMlpArgs, int), const NormMlpArgs& a, int64_t most, cudaStream_t stream) {
-  const size_t smem = lean_smem_for(most);
+// One of the lean kernels (mlp_lean_kernel, mlp_lean_loop_kernel) on one CTA per SM; group and stages: its ring's.
+void launch_lean(void (*kernel)(NormMlpArgs, int), const NormMlpArgs& a, int64_t most, cudaStream_t stream,
+                 int64_t tokens = 1, int group = kLeanGroup, int stages = kLeanStages) {
+  const size_t smem = lean_smem_for(most, tokens);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group of the ring before the PDL wait by default, as v5.
-  const int prewait_groups = prewait_groups_for(a, kLeanGroup, kLeanStages);
+  const int prewait_groups = prewait_groups_for(a, group, stages);
   launch(kernel, dim3(unsigned(ctas_for(a))), dim3(kThreads), smem, stream, a, prewait_groups);
   CUDA_CHECK_LAUNCH();
 }
@@ -998,6 +1051,27 @@ void launch_mlp_split_down_v13(const NormMlpArgs& a, cudaStream_t stream) {
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden>, a, max_features(ctas_for(a), a.inter), stream);
 }
 
+// v14_mlp_split_down_batched: mlp_lean_loop_kernel for 1-2 tokens whose inputs come normed (NormMlpArgs::rows,
+// normed_input), at hidden 4096 only.
+bool mlp_split_down_v14_supports(const NormMlpArgs& a) {
+  if (a.normed_input == nullptr || a.rows < 1 || a.rows > kLeanLoopMaxTokens || a.hidden != kLeanLoopHidden ||
+      a.inter < 1 || a.ctas < 0 || a.delta_copies < 1 || a.w_next != nullptr || a.w_o != nullptr)
+    return false;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!aligned(a.normed_input) || !aligned(a.w_gate_up) || !aligned(a.w_down_t) || !aligned(a.residual_delta))
+    return false;
+  return lean_smem_for(max_features(ctas_for(a), a.inter), a.rows) <= size_t(device_optin_smem_bytes());
+}
+
+void launch_mlp_split_down_v14(const NormMlpArgs& a, cudaStream_t stream) {
+  const int64_t most = max_features(ctas_for(a), a.inter);
+  if (a.rows == 1)
+    launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, true>, a, most, stream);
+  else
+    launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, kLeanLoopMaxTokens, true>, a, most, stream, a.rows,
+                kLeanBatchedGroup, kLeanBatchedStages);
+}
+
 // v4_mlp_split_down_l2: v2 with NormMlpArgs::l2_prefetch (v2's kernel; the prefetch is its one runtime branch).
 bool mlp_split_down_v4_supports(const NormMlpArgs& a) {
   return mlp_split_down_v2_supports(a) && reinterpret_cast<uintptr_t>(a.l2_prefetch) % 16 == 0 &&
@@ -1023,6 +1097,7 @@ void launch_mlp_qkv_next_v3(const NormMlpArgs& a, cudaStream_t stream) {
 
 bool mlp_split_down_v1_supports(const NormMlpArgs& a) {
   if (a.w_next != nullptr || a.w_o != nullptr) return false;  // (v3's next-layer QKV, v7's o rows)
+  if (a.rows != 1 || a.normed_input != nullptr) return false;  // (v14's tokens)
   if (a.hidden < 8 || a.hidden % 8 != 0 || a.hidden / 8 > 2 * kThreads || a.inter < 1) return false;
   if (a.partial_count < 1 || a.partial_count > kMaxNormPartials || a.ctas < 0 || a.delta_copies < 1) return false;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

@@ -102,11 +102,11 @@ void register_bench(CLI::App& app) {
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string gate_up_swiglu_batched;
     std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
-    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = 0, attention_o_l2_rows = -1, attention_o_stages = 0,
+    int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = -1, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
             attention_o_late_rows = 0, attention_o_warm_code = 0;
     std::string attention_o_trace;  // file for the last step's stamps
-    std::string mlp, mlp_trace;  // mlp_trace: file for the last step's stamps
+    std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
@@ -153,8 +153,9 @@ void register_bench(CLI::App& app) {
                   "Tuning: keys per split of --attention-o (0: the version's default)")
       ->check(CLI::Range(0, 2048));
   cmd->add_option("--attention-o-smem-kb", o->attention_o_smem_kb,
-                  "Tuning: KB of shared memory a CTA of --attention-o takes (0: the version's default)")
-      ->check(CLI::Range(0, 227));
+                  "Tuning: KB of shared memory a CTA of --attention-o takes (0: the version's default, 160; "
+                  "-1: the engine's, 192)")
+      ->check(CLI::Range(-1, 227));
   cmd->add_option("--attention-o-l2-rows", o->attention_o_l2_rows,
                   "Tuning: w_o rows past the staged ones a CTA of --attention-o prefetches into L2 (-1: default)")
       ->check(CLI::Range(-1, 1 << 20));
@@ -188,6 +189,8 @@ void register_bench(CLI::App& app) {
                   "file (bench/attention_o_trace.py summarizes it)");
   cmd->add_option("--mlp", o->mlp,
                   "Override the batch-1 one-launch MLP (norm_mlp op: gate|up, SwiGLU and down) version, or off");
+  cmd->add_option("--mlp-batched", o->mlp_batched,
+                  "Override the one-launch MLP version of batch-2 decode (norm_mlp op with normed inputs), or off");
   cmd->add_option("--mlp-ctas", o->mlp_ctas, "Tuning: CTAs of --mlp (0: one per SM)")->check(CLI::Range(0, 4096));
   cmd->add_option("--mlp-o-ctas", o->mlp_o_ctas, "Tuning, --mlp v7_mlp_with_o: CTAs that take the o rows (0: all)")
       ->check(CLI::Range(0, 4096));
@@ -272,7 +275,7 @@ void register_bench(CLI::App& app) {
     if (!o->decode_layers.empty()) options.decode_layers = o->decode_layers;
     if (!o->attention_o.empty()) options.decode_attention_o = o->attention_o;
     options.attention_o_keys_per_split = o->attention_o_keys_per_split;
-    options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
+    if (o->attention_o_smem_kb >= 0) options.attention_o_smem_bytes = o->attention_o_smem_kb * 1024;
     options.attention_o_l2_prefetch_rows = o->attention_o_l2_rows;
     options.attention_o_ring_stages = o->attention_o_stages;
     options.attention_o_chain_steps = o->attention_o_chain_steps;
@@ -282,6 +285,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_warm_code = o->attention_o_warm_code;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
+    if (!o->mlp_batched.empty()) options.decode_mlp_batched = o->mlp_batched;
     options.mlp_ctas = o->mlp_ctas;
     options.mlp_o_ctas = o->mlp_o_ctas;
     options.mlp_o_ahead = o->mlp_o_ahead;
@@ -438,6 +442,7 @@ void register_bench(CLI::App& app) {
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;
     j["mlp"] = options.decode_mlp;
+    j["mlp_batched"] = options.decode_mlp_batched;
     if (options.mlp_ctas > 0) j["mlp_ctas"] = options.mlp_ctas;
     if (options.mlp_o_ctas > 0) j["mlp_o_ctas"] = options.mlp_o_ctas;
     if (options.mlp_o_ahead >= 0) j["mlp_o_ahead"] = options.mlp_o_ahead;

@@ -233,8 +233,10 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::DecodeLayersArgs>* decode_layers = nullptr;  // nullptr: off
   const KernelVersion<kernels::QkvAttentionOArgs>* attention_o = nullptr;    // nullptr: off
   const KernelVersion<kernels::NormMlpArgs>* mlp = nullptr;                  // nullptr: off
+  const KernelVersion<kernels::NormMlpArgs>* mlp_batched = nullptr;          // batch 2; nullptr: off
+  const KernelVersion<kernels::AddDeltaRmsnormArgs>* add_delta_rmsnorm = nullptr;
   DeviceBuffer down_t;      // (layers - 1, intermediate, hidden): the layers' w_down transposed, for mlp
-  DeviceBuffer mlp_delta;   // (hidden) fp32: the MLP output owed to the residual; zero between steps
+  DeviceBuffer mlp_delta;   // (copies, tokens, hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
   // (2, CTAs) %globaltimer stamps for v12: layer l reads row (l + 1) % 2 (the previous layer's) and writes row l % 2,
   // so a launch never reads what it writes (NormMlpArgs::lateness_in); zeroed once (no transfer at first).
@@ -403,6 +405,10 @@ void CudaEngine::init() {
   // The one-launch MLP hands its output to qkv_attention_o (sm_90 only), so it runs only beside it.
   if (options_.decode_mlp != "off" && m.attention_o && kernels::device_compute_major() >= 9 && c.num_layers > 1)
     m.mlp = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp);
+  if (m.mlp && options_.decode_mlp_batched != "off") {
+    m.mlp_batched = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp_batched);
+    m.add_delta_rmsnorm = &kernels::add_delta_rmsnorm_versions()[0];
+  }
   if (options_.decode_layers != "off")
     m.decode_layers = &kernels::find_version(kernels::decode_layers_versions(), options_.decode_layers);
   if (options_.decode_qkv_attention != "off")
@@ -446,7 +452,8 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaStreamSynchronize(m.stream));
     if (options_.mlp_delta_copies < 1 || options_.mlp_delta_copies > 64)
       throw InputError("mlp_delta_copies must be in [1, 64], got " + std::to_string(options_.mlp_delta_copies));
-    m.mlp_delta = DeviceBuffer(size_t(options_.mlp_delta_copies * H) * sizeof(float));
+    // (copies, tokens, hidden): one token at batch 1, up to max_batch for the batched MLP (decode_mlp_batched).
+    m.mlp_delta = DeviceBuffer(size_t(options_.mlp_delta_copies * B * H) * sizeof(float));
     CUDA_CHECK(cudaMemset(m.mlp_delta.as<void>(), 0, m.mlp_delta.bytes()));
     m.mlp_sync = DeviceBuffer(2 * sizeof(uint32_t));
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
@@ -1020,6 +1027,21 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     return;
   }
 
+  // Batched decode: the MLP in one launch (decode_mlp_batched) on x as add_rmsnorm normed it, its output left in
+  // mlp_delta for add_delta_rmsnorm, which adds it to h and norms h for the next layer. Not in the last layer (no
+  // transposed down_proj there) nor where the version refuses the shape (more tokens than it takes).
+  const auto batched_mlp_args = [&](const LayerDevice& L) {
+    kernels::NormMlpArgs a{h, nullptr, 0, L.post_norm, eps, L.w_gate_up, L.w_down_t, m.mlp_delta.as<float>(), H, I};
+    a.ctas = o.mlp_ctas;
+    a.prewait_rows = o.mlp_prewait_rows;
+    a.delta_copies = o.mlp_delta_copies;
+    a.normed_input = x;
+    a.rows = rows;
+    return a;
+  };
+  const auto batched_mlp_runs = [&](const LayerDevice& L) {
+    return decode && o.fused && rows > 1 && m.mlp_batched && L.w_down_t && m.mlp_batched->takes(batched_mlp_args(L));
+  };
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const LayerDevice& L = m.layers[l];
     bf16* k_cache = m.k_cache() + int64_t(l) * m.layer_cache_elems;
@@ -1071,6 +1093,16 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && (rows == 1 || batched_swiglu);
     if (o.fused) {
       add_rmsnorm(L.post_norm);
+      if (batched_mlp_runs(L)) {
+        if (o.skip_launches.count("mlp_split_down") == 0) m.mlp_batched->launch(batched_mlp_args(L), s);
+        m.count("mlp_split_down", 2.0 * double(3 * I * H + rows * H) + 4.0 * double(rows * H));
+        const kernels::AddDeltaRmsnormArgs add{h, m.mlp_delta.as<float>(), o.mlp_delta_copies,
+                                               l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm,
+                                               x, rows, H, eps};
+        m.add_delta_rmsnorm->launch(add, s);
+        m.count("add_delta_rmsnorm", 2.0 * double(3 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+        continue;
+      }
       if (swiglu_in_gemv) {
         (rows == 1 ? m.gate_up_swiglu : batched_swiglu)->launch(swiglu_args, s);
         m.count("gemm_gate_up_swiglu", 2.0 * double(2 * I * H + rows * H + rows * I));
@@ -1481,12 +1513,18 @@ std::vector<uint64_t> CudaEngine::attention_o_trace() const {
   return download_stamps(impl_->attention_o_trace, impl_->stream);
 }
 
-uint64_t CudaEngine::last_logits_hash(int64_t row) const {
-  const int64_t V = config_.vocab_size;  // (a step in flight may update the logits: the hash is taken after it)
+std::vector<uint16_t> CudaEngine::last_logits_bits(int64_t row) const {
+  if (row < 0 || row >= impl_->logit_rows) throw InputError("last_logits: row out of range");
+  const int64_t V = config_.vocab_size;  // (a step in flight may update the logits: they are read after it)
   std::vector<uint16_t> host(static_cast<size_t>(V));
   CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
   CUDA_CHECK(cudaMemcpy(host.data(), impl_->logits.as<bf16>() + row * V, size_t(V) * 2, cudaMemcpyDeviceToHost));
-  return fnv1a(host.data(), host.size());
+  return host;
+}
+
+uint64_t CudaEngine::last_logits_hash(int64_t row) const {
+  const std::vector<uint16_t> bits = last_logits_bits(row);
+  return fnv1a(bits.data(), bits.size());
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const Checkpoint& checkpoint, int64_t context) {

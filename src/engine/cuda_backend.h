@@ -25,7 +25,9 @@ std::string cuda_device_name();
 // Which kernel versions and fusions the engine runs. Presets name the paths the benchmarks compare.
 struct EngineOptions {
   std::string decode_gemm = "v4_gemv_pdl";         // decode GEMMs at batch 1
-  std::string decode_gemm_batched = "v2_gemv_stream";  // decode GEMMs at batch 2..3 (fastest there, bench_runner)
+  // Decode GEMMs at batch 2..3: v12 (batch 2's QKV and o through a ring filled before the PDL wait; v2 at batch 3
+  // and other shapes), 4.110 against v2's 4.230 ms a batch-2 step (session 18).
+  std::string decode_gemm_batched = "v12_gemv_ring_tokens";
   // Decode GEMMs from batch 4 (tensor cores; measured on the H200: batch 8 step 5.24 vs 7.55 ms with v2, batch 4
   // 5.30 vs 5.36, batch 2 5.05 vs 4.52: slower there). Falls back to decode_gemm_batched where unsupported. v11 (v10
   // with twice the bytes in flight in its one-tile CTAs, the same bits): batch 4 4.776 / 4.774 ms against v10's
@@ -72,9 +74,11 @@ struct EngineOptions {
   // v17 runs its own kernel v22's fewer, longer splits): 1.006x of v17 at prompt 1024, 1.0035x at 2048, v17 itself
   // below (session 16).
   std::string decode_attention_o = "v23_qkv_attention_o_bucket_splits";
-  // Tuning only (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o.
+  // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
+  // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
+  // 8192).
   int32_t attention_o_keys_per_split = 0;
-  int32_t attention_o_smem_bytes = 0;
+  int32_t attention_o_smem_bytes = 192 * 1024;
   int32_t attention_o_l2_prefetch_rows = -1;  // -1: the version's default
   int32_t attention_o_ring_stages = 0;        // 0: the version's choice
   int32_t attention_o_chain_steps = -1;       // QkvAttentionOArgs::chain_steps (v3, v4; -1: all)
@@ -100,6 +104,10 @@ struct EngineOptions {
   // stamps, CTA pairs) 0.95x, 0.95x with nothing handed over. v13 (v10's work in 44% fewer instructions, at hidden
   // 4096; v10 elsewhere): 1.013x at context 128, 1.024x at 1024 and 8192 (session 17).
   std::string decode_mlp = "v13_mlp_split_down_lean_loop";
+  // The MLP of batch-2 decode in one launch (norm_mlp with NormMlpArgs::rows and normed_input; "off": gate|up,
+  // SwiGLU, down and the residual add as four launches), then add_delta_rmsnorm. Runs where decode_mlp does (it
+  // reads the same transposed down_proj) on the layers it runs on.
+  std::string decode_mlp_batched = "v14_mlp_split_down_batched";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
@@ -206,6 +214,8 @@ class CudaEngine final : public Backend {
   int64_t decode_weight_bytes() const;
   // Hash of the last logits row computed (FNV-1a over the bf16 bits), for spotting numeric drift between runs.
   uint64_t last_logits_hash(int64_t row = 0) const;
+  // The last logits row computed, bf16 bits (V): row b of a decode step is slot b's.
+  std::vector<uint16_t> last_logits_bits(int64_t row = 0) const;
   // One decode step for slots [0, batch) run eagerly with an event after every launch: time per launch site.
   // Advances the slots like a normal step.
   std::vector<KernelTiming> profile_decode_step(int64_t batch);

@@ -8,10 +8,13 @@
 //   diverges must do so at such a near-tie, and the test reports the step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "engine/cuda_backend.h"
 #include "io/checkpoint.h"
@@ -62,8 +65,8 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   auto checkpoint = Checkpoint::open(dir);
   // "persistent": the fast path with the one-launch decode layer stack; "attention_o": with the attention and the
   // o projection in one launch (the newest version); "wavefront": with v8, which also takes the QKV projection into
-  // that launch; "mlp": with the newest one-launch MLP; "mlp_off": the fast path with the MLP as two GEMVs (each
-  // where the device supports it; elsewhere the same as fast).
+  // that launch; "mlp": with the newest batch-1 one-launch MLP; "mlp_off": the fast path with the MLP as two GEMVs
+  // (each where the device supports it; elsewhere the same as fast).
   const std::string& path = GetParam().path;
   const bool persistent = path == "persistent", attention_o = path == "attention_o";
   const bool variant = persistent || attention_o || path == "wavefront" || path == "mlp" || path == "mlp_off";
@@ -71,7 +74,12 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
   if (attention_o) options.decode_attention_o = kernels::qkv_attention_o_versions().back().name;  // the newest
   if (path == "wavefront") options.decode_attention_o = "v8_qkv_attention_o_wavefront";
-  if (path == "mlp") options.decode_mlp = kernels::norm_mlp_versions().back().name;
+  if (path == "mlp") {  // the newest batch-1 version (v14 and later batched ones take normed inputs of 2 tokens)
+    const auto& mlps = kernels::norm_mlp_versions();
+    options.decode_mlp = std::find_if(mlps.rbegin(), mlps.rend(), [](const auto& v) {
+                           return std::string_view(v.name).find("batched") == std::string_view::npos;
+                         })->name;
+  }
   if (path == "mlp_off") options.decode_mlp = "off";
   options.context = 512;
   CudaEngine engine(*checkpoint, options);
@@ -178,6 +186,84 @@ TEST(EngineBatch, SlotsAreIndependent) {
   for (int64_t s = 0; s < 20; ++s)
     for (int64_t b = 0; b < 4; ++b) together[size_t(b)].push_back(steps[size_t(s * 4 + b)]);
   for (size_t b = 0; b < 4; ++b) EXPECT_EQ(together[b], alone[b]) << "slot " << b;
+}
+
+// Batch-2 decode with the MLP in one launch (EngineOptions::decode_mlp_batched, v14, whose kernel takes hidden
+// 4096 only: a random Qwen3-8B-shaped model cut to 3 layers, the first two running it) against the same model and
+// seed with the MLP as four launches (off). Step by step, each slot's logits agree within the golden bound (max
+// |diff| / max |ref| <= 3e-2: the fp32 reductions of the one-launch MLP sum in another order, so the bits may
+// differ), and so do the greedy tokens, except at a near-tie of the reference (then the steps after it are not
+// comparable and the test stops). That the check can fail: with the batched MLP's launch skipped (its delta stays
+// zero) the first step's logits must move by more than the bound. Where the device has no one-launch MLP (before
+// sm_90) both run four launches (as many launches a step) and that last check is skipped.
+TEST(EngineBatch, BatchedMlpMatchesFourLaunches) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
+  ModelConfig config = synthetic_qwen3_config("qwen3-8b");
+  config.num_layers = 3;
+  const auto make = [&](const std::string& batched, bool skip_mlp = false) {
+    EngineOptions options;
+    options.max_batch = 2;
+    options.context = 64;
+    options.decode_mlp_batched = batched;
+    if (skip_mlp) options.skip_launches.insert("mlp_split_down");
+    auto engine = std::make_unique<CudaEngine>(config, 7, options);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {40, 41, 42, 43, 44}};
+    for (int64_t b = 0; b < 2; ++b) {
+      engine->set_sampling(b, greedy);
+      engine->reset_slot(b);
+      engine->prefill(b, prompts[size_t(b)]);
+    }
+    return engine;
+  };
+  auto one_launch = make("v14_mlp_split_down_batched");
+  auto four_launches = make("off");
+  const auto to_floats = [](const std::vector<uint16_t>& bits) {
+    std::vector<float> v(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_to_f32(bits[i]);
+    return v;
+  };
+  const auto rel_diff = [&](const std::vector<float>& got, const std::vector<float>& want) {
+    double max_diff = 0;
+    for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got[i] - want[i])));
+    return max_diff / max_abs(want);
+  };
+  for (int step = 0; step < 4; ++step) {
+    const auto got_tokens = one_launch->decode(2, 1);
+    const auto want_tokens = four_launches->decode(2, 1);
+    bool diverged = false;
+    for (int64_t b = 0; b < 2; ++b) {
+      const auto got = to_floats(one_launch->last_logits_bits(b));
+      const auto want = to_floats(four_launches->last_logits_bits(b));
+      const double scale = max_abs(want), rel = rel_diff(got, want);
+      std::printf("[ batched mlp step %d slot %lld ] logits max|diff|/max|ref| = %.3e\n", step, (long long)b, rel);
+      EXPECT_LE(rel, kLogitsRelBound) << "step " << step << " slot " << b;
+      if (got_tokens[size_t(b)] == want_tokens[size_t(b)]) continue;
+      std::vector<float> sorted = want;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      EXPECT_LT(sorted[0] - sorted[1], kMarginBound * scale)
+          << "step " << step << " slot " << b << ": tokens " << got_tokens[size_t(b)] << " and "
+          << want_tokens[size_t(b)] << " without a near-tie";
+      diverged = true;
+    }
+    if (diverged) break;
+  }
+  // (fewer launches a step: the batched MLP ran)
+  if (one_launch->launches_per_decode_step() < four_launches->launches_per_decode_step()) {
+    auto without_mlp = make("v14_mlp_split_down_batched", true);
+    auto reference = make("off");
+    without_mlp->decode(2, 1);
+    reference->decode(2, 1);
+    for (int64_t b = 0; b < 2; ++b) {
+      const double rel =
+          rel_diff(to_floats(without_mlp->last_logits_bits(b)), to_floats(reference->last_logits_bits(b)));
+      std::printf("[ batched mlp skipped, slot %lld ] logits max|diff|/max|ref| = %.3e\n", (long long)b, rel);
+      EXPECT_GT(rel, kLogitsRelBound) << "slot " << b << ": the MLP's output does not show in the logits";
+    }
+  } else {
+    std::printf("[ batched mlp ] not run on this device (as many launches a step): both ran four launches\n");
+  }
 }
 
 // L2 persistence is a cache policy only: the same tokens and the same logits bits with and without it.

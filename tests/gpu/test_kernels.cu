@@ -70,6 +70,7 @@ namespace qwen3::gpu_test {
 namespace {
 
 using kernels::AddArgs;
+using kernels::AddDeltaRmsnormArgs;
 using kernels::AddRmsnormArgs;
 using kernels::AttentionArgs;
 using kernels::DeviceSampling;
@@ -234,6 +235,7 @@ TEST(Registry, EveryOpListsNamedVersions) {
   expect_well_formed(kernels::embedding_versions(), "embedding");
   expect_well_formed(kernels::rmsnorm_versions(), "rmsnorm");
   expect_well_formed(kernels::add_rmsnorm_versions(), "add_rmsnorm");
+  expect_well_formed(kernels::add_delta_rmsnorm_versions(), "add_delta_rmsnorm");
   expect_well_formed(kernels::gemm_versions(), "gemm");
   expect_well_formed(kernels::rope_versions(), "rope");
   expect_well_formed(kernels::qk_norm_rope_cache_versions(), "qk_norm_rope_cache");
@@ -346,6 +348,17 @@ TEST_F(GpuTest, RmsnormMatchesReference) {
   }
 }
 
+// y of an add-and-norm kernel (rows, n) within kNormUlps of the norm of the residual it wrote (got_residual), so
+// that the residual's check and y's stay independent.
+void expect_norm_of(const std::vector<uint16_t>& got_residual, const std::vector<uint16_t>& weight, int64_t rows,
+                    int64_t n, const std::vector<uint16_t>& got_y, const std::string& run_label) {
+  std::vector<uint16_t> want_y(got_y.size());
+  ref::rmsnorm(got_residual.data(), weight.data(), rows, n, kEps, want_y.data());
+  Check y("y");
+  for (size_t i = 0; i < got_y.size(); ++i) y.ulps(int64_t(i), got_y[i], want_y[i], kNormUlps);
+  expect_ok(y, run_label);
+}
+
 TEST_F(GpuTest, AddRmsnormMatchesReference) {
   VersionRunner<AddRmsnormArgs> runner(kernels::add_rmsnorm_versions());
   struct Case {
@@ -382,13 +395,58 @@ TEST_F(GpuTest, AddRmsnormMatchesReference) {
           for (size_t i = 0; i < got_residual.size(); ++i)
             r.ulps(int64_t(i), got_residual[i], want_residual[i], kAddUlps);
           expect_ok(r, run_label);
-          // y is judged against the norm of the residual the kernel wrote, so the two checks stay
-          // independent.
-          std::vector<uint16_t> want_y(got_y.size());
-          ref::rmsnorm(got_residual.data(), weight.data(), c.rows, c.n, kEps, want_y.data());
-          Check y("y");
-          for (size_t i = 0; i < got_y.size(); ++i) y.ulps(int64_t(i), got_y[i], want_y[i], kNormUlps);
-          expect_ok(y, run_label);
+          expect_norm_of(got_residual, weight, c.rows, c.n, got_y, run_label);
+        },
+        c.required, {produced(residual_d), produced(delta_d)});
+  }
+}
+
+// h' = bf16(h + bf16(Σ_j delta copy j)) bit for bit (add_delta, the copies summed in order: exact_sum_copies makes
+// the sum exact in any order), every copy zeroed, y the norm of the h' the kernel wrote (kNormUlps, as
+// AddRmsnormMatchesReference). The delta starts at random values, y poisoned; h and the delta come from the
+// previous kernel.
+TEST_F(GpuTest, AddDeltaRmsnormMatchesReference) {
+  VersionRunner<AddDeltaRmsnormArgs> runner(kernels::add_delta_rmsnorm_versions());
+  struct Case {
+    int64_t rows, n;
+    int32_t copies;
+    bool required;
+  };
+  const std::vector<Case> cases = {{1, kHidden, 1, true}, {2, kHidden, 2, true}, {2, kHidden, 4, true},
+                                   {8, kHidden, 2, true}, {3, 1024, 1, false},   {2, 5120, 3, false}};
+  for (const Case& c : cases) {
+    const std::string label =
+        "add_delta_rmsnorm rows=" + str(c.rows) + " n=" + str(c.n) + " copies=" + str(c.copies);
+    const uint64_t seed = case_seed(label);
+    const auto residual = random_bf16(size_t(c.rows * c.n), ref::mix_seed(seed, 1), -8.0f, 8.0f);  // (rows, n)
+    const auto weight = random_bf16(size_t(c.n), ref::mix_seed(seed, 3), -1.5f, 1.5f);            // (n)
+    const auto delta = c.copies == 1 ? random_f32(residual.size(), ref::mix_seed(seed, 2), -2.0f, 2.0f)
+                                     : exact_sum_copies(c.copies, c.rows * c.n, ref::mix_seed(seed, 2));
+    const std::vector<float> sum = sum_copies(delta, c.rows * c.n);  // (rows, n)
+    std::vector<uint16_t> want_residual(residual.size());
+    for (size_t i = 0; i < residual.size(); ++i) want_residual[i] = add_delta(residual[i], sum[i]);
+    DeviceArray<uint16_t> residual_d(residual.size()), y_d(residual.size());
+    DeviceArray<float> delta_d(delta.size());  // (copies, rows, n)
+    const auto weight_d = to_device(weight);
+    const AddDeltaRmsnormArgs args{as_bf16(residual_d), delta_d.get(), c.copies, as_bf16(weight_d), as_bf16(y_d),
+                                   c.rows,              c.n,           kEps};
+    runner.run(
+        label, args,
+        [&] {
+          residual_d.upload(residual);
+          delta_d.upload(delta);
+          y_d.poison();
+        },
+        [&](const std::string& run_label) {
+          const auto got_residual = residual_d.download();
+          Check r("residual");
+          for (size_t i = 0; i < got_residual.size(); ++i) r.exact(int64_t(i), got_residual[i], want_residual[i]);
+          expect_ok(r, run_label);
+          const auto got_delta = delta_d.download();
+          int64_t nonzero = 0;
+          for (float d : got_delta) nonzero += d != 0.0f;
+          EXPECT_EQ(nonzero, 0) << run_label << " | delta copies not zeroed";
+          expect_norm_of(got_residual, weight, c.rows, c.n, y_d.download(), run_label);
         },
         c.required, {produced(residual_d), produced(delta_d)});
   }
@@ -1133,7 +1191,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
                             int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1,
                             int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0, int32_t o_late_rows = 0,
-                            int32_t o_warm_code = 0) {
+                            int32_t o_warm_code = 0, int32_t o_smem_bytes = 0) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1281,6 +1339,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.claim_static_tiles = o_claim_static_tiles;
     o_args.late_rows = o_late_rows;
     o_args.warm_code = o_warm_code;
+    o_args.smem_bytes = o_smem_bytes;
     o_args.residual_delta = o_residual_delta ? delta_d.get() : nullptr;
     o_args.delta_copies = std::max(o_delta_copies, 1);
     o_args.chain_steps = o_chain_steps;
@@ -1488,6 +1547,17 @@ TEST_F(GpuTest, QkvAttentionODecode) {
       run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, 0, mode);
     run_qkv_attention_case(unused, {"hidden=1000 delta" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
                            &runner, 1000, 0, 4, -1, 0, 0, 0, mode);
+  }
+  // A CTA's shared memory at 192 KB and at the most it may take (QkvAttentionOArgs::smem_bytes; the default 160 KB
+  // stages fewer o rows): one split, a few, every CTA a split, and a delta of two copies.
+  for (const int32_t kb : {192, 227}) {
+    const std::string tuning = " smem " + str(kb) + " KB";
+    for (const QkvAttentionCase& c :
+         {QkvAttentionCase{"ctx=1" + tuning, kQHeads, kKvHeads, kHeadDim, {0}, {}, 1, 1100},
+          QkvAttentionCase{"ctx=129 slot 2" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {2}, 3, 1100},
+          QkvAttentionCase{"ctx=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100},
+          QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192}})
+      run_qkv_attention_case(unused, c, &runner, kHidden, 0, 2, -1, 0, 0, 0, 0, kb * 1024);
   }
 }
 
@@ -2379,6 +2449,29 @@ NormInputs norm_inputs_of(std::vector<uint16_t> residual, std::vector<uint16_t> 
   return in;
 }
 
+// out.down, down_abs and down_moved (MlpProblem) of the normed input `normed` (hidden) through the weights.
+void mlp_oracle(const uint16_t* normed, const std::vector<uint16_t>& w_gate_up, const std::vector<uint16_t>& w_down_t,
+                int64_t hidden, int64_t inter, MlpProblem& out) {
+  std::vector<float> exact(size_t(2 * inter)), abs_sum(exact.size());  // (2 * inter)
+  const std::vector<int64_t> row0 = {0};
+  ref::gemm(normed, w_gate_up.data(), 2 * inter, hidden, row0, exact.data(), abs_sum.data());
+  std::vector<double> act, dist;  // (inter)
+  swiglu_ranges(exact, abs_sum, inter, act, dist);
+  out.down.assign(size_t(hidden), 0.0);
+  out.down_abs.assign(size_t(hidden), 0.0);
+  out.down_moved.assign(size_t(hidden), 0.0);
+  for (int64_t j = 0; j < inter; ++j) {
+    const uint16_t* row = w_down_t.data() + j * hidden;  // column j of down_proj
+    const double a = act[size_t(j)], d = dist[size_t(j)];
+    for (int64_t i = 0; i < hidden; ++i) {
+      const double w = ref::to_float(row[i]);
+      out.down[size_t(i)] += w * a;
+      out.down_abs[size_t(i)] += std::fabs(w * a);
+      out.down_moved[size_t(i)] += std::fabs(w) * d;
+    }
+  }
+}
+
 // The MLP of the token in `in` (its normed input) with random weights seeded by base.
 MlpProblem make_mlp_problem_for(NormInputs in, const std::string& base, int64_t hidden, int64_t inter) {
   const uint64_t seed = case_seed(base);
@@ -2392,24 +2485,7 @@ MlpProblem make_mlp_problem_for(NormInputs in, const std::string& base, int64_t 
     for (int64_t i = 0; i < hidden; ++i)
       for (int64_t j = 0; j < inter; ++j) p.w_down_t[size_t(j * hidden + i)] = w_down[size_t(i * inter + j)];
   }
-  std::vector<float> exact(size_t(2 * inter)), abs_sum(exact.size());  // (2 * inter)
-  const std::vector<int64_t> row0 = {0};
-  ref::gemm(p.in.normed.data(), p.w_gate_up.data(), 2 * inter, hidden, row0, exact.data(), abs_sum.data());
-  std::vector<double> act, dist;  // (inter)
-  swiglu_ranges(exact, abs_sum, inter, act, dist);
-  p.down.assign(size_t(hidden), 0.0);
-  p.down_abs.assign(size_t(hidden), 0.0);
-  p.down_moved.assign(size_t(hidden), 0.0);
-  for (int64_t j = 0; j < inter; ++j) {
-    const uint16_t* row = p.w_down_t.data() + j * hidden;  // column j of down_proj
-    const double a = act[size_t(j)], d = dist[size_t(j)];
-    for (int64_t i = 0; i < hidden; ++i) {
-      const double w = ref::to_float(row[i]);
-      p.down[size_t(i)] += w * a;
-      p.down_abs[size_t(i)] += std::fabs(w * a);
-      p.down_moved[size_t(i)] += std::fabs(w) * d;
-    }
-  }
+  mlp_oracle(p.in.normed.data(), p.w_gate_up, p.w_down_t, hidden, inter, p);
   return p;
 }
 
@@ -2587,6 +2663,88 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
             expect_ok(residual, run_label);
           },
           c.required, {produced(residual_d), produced(partials_d), produced(delta_d), produced(stamps_d)});
+    }
+  }
+}
+
+// v14_mlp_split_down_batched: `tokens` tokens at once (NormMlpArgs::rows), their inputs already normed
+// (normed_input, (tokens, hidden): each token a make_norm_inputs row of its own), the delta (delta_copies, tokens,
+// hidden). Token t's sum over the copies must be NormMlpMatchesReference's delta for its input alone (same bound),
+// and every copy no CTA adds to unchanged. normed_input is read only and comes from the previous kernel. One token
+// with normed input is taken too. The batch-1 versions refuse these args (rows, normed_input).
+TEST_F(GpuTest, NormMlpBatchedMatchesReference) {
+  const auto& versions = kernels::norm_mlp_versions();
+  VersionRunner<NormMlpArgs> runner(versions);
+  struct Run {
+    int64_t tokens;
+    bool accumulate;  // the delta starts at random values instead of 0
+    int32_t delta_copies;
+  };
+  struct Case {
+    std::string name;
+    int64_t inter;
+    int32_t ctas;  // 0: one per SM
+    std::vector<Run> runs;
+    bool required;
+  };
+  const std::vector<Case> cases = {
+      {"qwen3-8b", kInter, 0, {{2, false, 2}, {2, true, 1}, {1, true, 2}, {2, true, 4}}, true},
+      {"5 CTAs (uneven feature blocks, a copy no CTA adds to)", 96, 5, {{2, true, 8}, {1, false, 1}}, true},
+      {"inter=7 (CTAs without features)", 7, 0, {{2, true, 2}}, true},
+  };
+  constexpr int64_t kMaxTokens = 2;
+  for (const Case& c : cases) {
+    const int64_t hidden = kHidden;
+    const std::string base = "norm_mlp batched " + c.name + " inter=" + str(c.inter) + " ctas=" + str(c.ctas);
+    // Token 0's problem draws the weights; token 1 has its own input through the same weights.
+    std::vector<MlpProblem> p;
+    p.push_back(make_mlp_problem(base, hidden, c.inter));
+    p.emplace_back();
+    p[1].in = make_norm_inputs(base + " token 1", 1, hidden);
+    mlp_oracle(p[1].in.normed.data(), p[0].w_gate_up, p[0].w_down_t, hidden, c.inter, p[1]);
+    std::vector<uint16_t> normed;  // (kMaxTokens, hidden)
+    for (int64_t t = 0; t < kMaxTokens; ++t) normed.insert(normed.end(), p[t].in.normed.begin(), p[t].in.normed.end());
+    const auto normed_d = to_device(normed);
+    const auto weight_d = to_device(p[0].in.weight);
+    const auto w_gate_up_d = to_device(p[0].w_gate_up);
+    const auto w_down_t_d = to_device(p[0].w_down_t);
+    for (const Run& r : c.runs) {
+      const std::string label = base + " tokens=" + str(r.tokens) + (r.accumulate ? " delta+=" : "") +
+                                " delta_copies=" + str(r.delta_copies);
+      // What the delta holds before the launch, token by token, laid out (copies, tokens, hidden).
+      std::vector<MlpDeltaStart> start;
+      std::vector<float> start_copies(size_t(r.delta_copies * r.tokens * hidden));
+      for (int64_t t = 0; t < r.tokens; ++t) {
+        start.push_back(mlp_delta_start(hidden, r.delta_copies, r.accumulate, case_seed(label + " token " + str(t))));
+        for (int64_t j = 0; j < r.delta_copies; ++j)
+          std::copy_n(start[t].copies.begin() + j * hidden, hidden, start_copies.begin() + (j * r.tokens + t) * hidden);
+      }
+      DeviceArray<float> delta_d(start_copies.size());
+      NormMlpArgs args{nullptr, nullptr, 0, as_bf16(weight_d), kEps, as_bf16(w_gate_up_d), as_bf16(w_down_t_d),
+                       delta_d.get(), hidden, c.inter};
+      args.ctas = c.ctas;
+      args.delta_copies = r.delta_copies;
+      args.normed_input = as_bf16(normed_d);
+      args.rows = r.tokens;
+      const int64_t ctas = kernels::norm_mlp_ctas(args);
+      runner.run(
+          label, args, [&] { delta_d.upload(start_copies); },
+          [&](const std::string& run_label) {
+            const auto got = delta_d.download();
+            for (int64_t t = 0; t < r.tokens; ++t) {
+              std::vector<float> token_copies(size_t(r.delta_copies * hidden));
+              for (int64_t j = 0; j < r.delta_copies; ++j)
+                std::copy_n(got.begin() + (j * r.tokens + t) * hidden, hidden, token_copies.begin() + j * hidden);
+              std::vector<double> want, bound;
+              mlp_delta_expectation(p[t], start[t], 1, want, bound);
+              check_mlp_delta(token_copies, start[t], ctas, want, bound, run_label + " token " + str(t));
+            }
+            Check input("normed_input (read only)");
+            const auto got_input = normed_d.download();
+            for (size_t i = 0; i < got_input.size(); ++i) input.exact(int64_t(i), got_input[i], normed[i]);
+            expect_ok(input, run_label);
+          },
+          c.required, {produced(normed_d), produced(delta_d)});
     }
   }
 }

@@ -1,0 +1,122 @@
+// v12_gemv_ring_tokens: the decode GEMV of one or two tokens (batch-2 decode's QKV and o projections) on the lean
+// shared-memory ring of norm_mlp v14 (gemv_ring.cuh).
+//
+// Why: at batch 2 the decode layer ran the QKV and o projections on v2_gemv_stream, which waits for its input
+// before it loads a weight byte: in the step 17.2 and 14.1 us a launch against 11.1 and 7.4 us of bytes (eager
+// profile, ITERATIONS.md session 18). Here one CTA per SM owns a contiguous block of rows and streams them through a
+// 192 KB ring, every group of it issued before the PDL wait, so a CTA's first 192 KB are on their way while the
+// previous kernel finishes. Each thread copies and reads back its own 16-byte piece of every row (no barrier guards
+// the ring); each piece is converted once and multiplied by both tokens' inputs; the 16 warps' sums of a row meet
+// in shared memory at the end.
+//
+// Layout: 512 threads, a row of k = 4096 one 16-byte piece a thread; groups of 4 rows, 6 stages, all in flight (a
+// thread's next group is issued into the stage it has just multiplied). y rows ldy apart, rounded once to bf16.
+// Other shapes (k != 4096, more than two tokens, or warp sums that do not fit beside the ring) run v2.
+// PRECOND: 16-byte aligned x, w, y rows.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/02_gemm/gemv_ring.cuh"
+#include "kernels/common/check.h"
+#include "kernels/common/dtype.cuh"
+#include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
+#include "kernels/common/reduce.cuh"
+#include "kernels/kernels.h"
+
+namespace qwen3::kernels {
+
+bool gemm_v2_supports(const GemmArgs& a);
+void launch_gemm_v2(const GemmArgs& a, cudaStream_t stream);
+
+namespace {
+
+using gemv_ring::kThreads;
+using gemv_ring::kWarps;
+constexpr int kK = 4096, kGroup = 4, kStages = 6, kMaxTokens = 2;
+constexpr size_t kRingBytes = size_t(kStages) * kGroup * kThreads * 16;  // 192 KB
+
+// Rows [first_row(c), first_row(c + 1)) of CTA c: contiguous blocks of near-equal size.
+__host__ __device__ __forceinline__ int64_t first_row(int64_t c, int64_t ctas, int64_t n) { return c * n / ctas; }
+
+int64_t ctas_for() { return device_sm_count(); }
+
+// The warp sums (kTokens, kWarps, most rows a CTA takes) beside the ring.
+size_t smem_for(const GemmArgs& a) {
+  const int64_t ctas = ctas_for(), most = (a.n + ctas - 1) / ctas;
+  return kRingBytes + size_t(a.m * kWarps * most) * sizeof(float);
+}
+
+template <int kTokens>
+__global__ void __launch_bounds__(kThreads, 1) gemv_ring_tokens_kernel(GemmArgs a) {
+  static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  pdl_launch_dependents();
+  const int64_t row0 = first_row(blockIdx.x, gridDim.x, a.n);
+  const int rows = int(first_row(blockIdx.x + 1, gridDim.x, a.n) - row0);
+  const int most = int((a.n + gridDim.x - 1) / gridDim.x);
+  const int groups = (rows + kGroup - 1) / kGroup;
+  uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
+  float* dots = reinterpret_cast<float*>(smem_raw + kRingBytes);         // (kTokens, kWarps, most)
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+  const bf16* const rows_src = a.w + row0 * kK + threadIdx.x * 8;  // this thread's piece of the block's first row
+  // Group g into stage `stage`: rows [4g, min(4g + 4, rows)). Past the last group an empty cp.async group keeps
+  // the count.
+  const auto issue = [&](int g, int stage) {
+    if (g < groups)
+      gemv_ring::copy_rows<kGroup, kK>(ring + stage * (kGroup * kThreads), rows_src + int64_t(g) * kGroup * kK,
+                                       min(kGroup, rows - g * kGroup), policy);
+    cp_async_commit();
+  };
+  for (int g = 0; g < kStages; ++g) issue(g, g);  // weights: before the wait
+  pdl_wait();  // x comes from the previous kernel
+  float x[kTokens][8];
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t)
+    bf16x8_to_float(reinterpret_cast<const Bf16x8*>(a.x + t * a.k)[threadIdx.x], x[t]);
+  for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    const int first = g * kGroup;
+    cp_async_wait<kStages - 1>();
+    uint4 w[kGroup][1];
+    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), min(kGroup, rows - first), w);
+    const float total = gemv_ring::dot_group_tokens<kTokens, kGroup>(w, x);
+    const int sum = warp_sum_transposed_index<kGroup * kTokens>(lane);  // this lane's (token, row) of the group
+    const int token = sum / kGroup, row = first + sum % kGroup;
+    if (lane % (kWarpSize / (kGroup * kTokens)) == 0 && row < rows) dots[(token * kWarps + warp) * most + row] = total;
+    asm volatile("" ::: "memory");  // this group's shared loads stay before the copies that reuse its stage
+    issue(g + kStages, stage);      // into the stage this group came from: its pieces are multiplied
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp's sums are in
+  const int64_t ldy = a.ldy > 0 ? a.ldy : a.n;
+  for (int i = threadIdx.x; i < kTokens * rows; i += kThreads) {
+    const int t = i / rows, r = i % rows;
+    float y = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) y += dots[(t * kWarps + w) * most + r];
+    a.y[t * ldy + row0 + r] = __float2bfloat16_rn(y);
+  }
+}
+
+bool ring_takes(const GemmArgs& a) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return a.k == kK && a.m >= 1 && a.m <= kMaxTokens && a.n >= 1 && aligned(a.x) && aligned(a.w) &&
+         smem_for(a) <= size_t(device_optin_smem_bytes());
+}
+
+}  // namespace
+
+bool gemm_v12_supports(const GemmArgs& a) { return gemm_v2_supports(a); }
+
+void launch_gemm_v12(const GemmArgs& a, cudaStream_t stream) {
+  if (!ring_takes(a)) return launch_gemm_v2(a, stream);
+  const size_t smem = smem_for(a);
+  const auto kernel = a.m == 1 ? gemv_ring_tokens_kernel<1> : gemv_ring_tokens_kernel<kMaxTokens>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch(kernel, dim3(unsigned(ctas_for())), dim3(kThreads), smem, stream, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qwen3::kernels
