@@ -125,6 +125,8 @@ void launch_qkv_attention_o_v23(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v23_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v24(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v24_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v25(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v25_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -440,6 +442,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v24_qkv_attention_o_reverse_splits", "v9 with its splits on the CTAs in reverse order: the new key's split "
                                              "on the CTAs resident first (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v24, qkv_attention_o_v24_supports},
+      {"v25_qkv_attention_o_scaled_early", "v22 wherever the launch's positions may pass 384 keys (where v22's splits "
+                                           "differ from v17's), v17 below: v23's switch to v22 moved from 1920 "
+                                           "positions down (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v25, qkv_attention_o_v25_supports},
   };
   return v;
 }

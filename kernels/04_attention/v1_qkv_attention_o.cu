@@ -1434,6 +1434,21 @@ void launch_qkv_attention_o_v23(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_qkv_attention_o_v17(a, stream);
 }
 
+// v25_qkv_attention_o_scaled_early: v22 wherever a position of the launch's range may pass the keys from which v22's
+// splits differ from v17's (kScaledSplitsTarget splits of keys_per_split: 384 at the default), v17 below them, where
+// the two plan the same splits (v17's code measured 0.05% faster there, code layout). Why: v23 took v22 only where
+// v17 would run v9's kernel (max_position from 1920 at Qwen3-8B's shape), yet v22 measured faster from prompt 512
+// (session 18, one lease: 1.0023x at prompt 512, 1.003x at 760-768, 1.012x at 1024, in buckets of 800-2048
+// positions), and the same as v23 past it. Refuses what v9 refuses.
+bool qkv_attention_o_v25_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
+
+void launch_qkv_attention_o_v25(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split)
+    return launch_qkv_attention_o_v22(a, stream);
+  launch_qkv_attention_o_v17(a, stream);
+}
+
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
 // the new key's split on the CTAs resident first. Refuses what v9 refuses.
 bool qkv_attention_o_v24_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }

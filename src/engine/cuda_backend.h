@@ -73,7 +73,9 @@ struct EngineOptions {
   // of v9 at 128 on four leases, 1.007x-1.010x at 512 on three (session 15). v23 (v17, and past the buckets where
   // v17 runs its own kernel v22's fewer, longer splits): 1.006x of v17 at prompt 1024, 1.0035x at 2048, v17 itself
   // below (session 16).
-  std::string decode_attention_o = "v23_qkv_attention_o_bucket_splits";
+  // v25 (v22 wherever the positions may pass 384 keys, v17 below): 1.002x-1.012x of v23 at prompts 512-1024, the
+  // same elsewhere (session 18).
+  std::string decode_attention_o = "v25_qkv_attention_o_scaled_early";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).
