@@ -802,7 +802,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     const int rows = min(kGroup, features - first);
     cp_async_wait<kStages - 1>();
     uint4 w[kGroup][1];
-    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), rows, w);  // (rows < 8: a phase's last group)
+    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), rows, w);  // (rows < kGroup: a phase's last group)
     if (g == 2 * phase_groups) {
       stamp(a.trace, kTraceGateUp);
 #pragma unroll
