@@ -60,6 +60,10 @@ struct AddDeltaRmsnormArgs {
   bf16* y;             // (rows, n): normalized, input of the next sublayer
   int64_t rows, n;
   float eps;
+  // nullptr, or (rows, n): a second sublayer output added after the delta, residual = bf16(bf16(residual +
+  // bf16(Σ delta copies)) + addend), as the two residual adds round in turn (the batched layer with the delta folded
+  // into the next layer: the previous MLP's output, then this layer's o projection).
+  const bf16* addend = nullptr;
 };
 
 // ---- 02 gemm -----------------------------------------------------------------------------------------------------

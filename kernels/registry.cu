@@ -165,6 +165,8 @@ void launch_gemv_norm_v16(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v16_supports(const NormGemvArgs&);
 void launch_gemv_norm_v17(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v17_supports(const NormGemvArgs&);
+void launch_gemv_norm_v19(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v19_supports(const NormGemvArgs&);
 void launch_gemv_norm_v18(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v18_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
@@ -523,6 +525,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                   "group's rows from one pointer, bounds only in the last group; other shapes v12) "
                                   "(v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v18, gemv_norm_v18_supports},
+      {"v19_gemv_norm_ring_tokens", "gemm v12's ring for 1-2 tokens with the input normed from the residual and the "
+                                    "MLP's delta (the delta form only, k 4096; other args v10) "
+                                    "(v12_gemv_ring_tokens.cu)",
+       launch_gemv_norm_v19, gemv_norm_v19_supports},
   };
   return v;
 }

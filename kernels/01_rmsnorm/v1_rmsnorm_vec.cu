@@ -49,11 +49,11 @@ __global__ void rmsnorm_vec_kernel(const bf16* x, const bf16* __restrict__ weigh
   normalize_store(v, vecs_per_row, weight, y + blockIdx.x * n, 1.0f / sqrtf(sum_sq / float(n) + eps));
 }
 
-// residual row += the sublayer's output, rounded as the bf16 residual stream is, then y = rmsnorm(residual row): a
-// block per row. add_to(vec, d) gives the 8 values added at the row's 16-byte vector vec (bf16 values, as floats).
-template <class AddTo>
-__device__ __forceinline__ void add_rmsnorm_row(bf16* residual, const bf16* __restrict__ weight, bf16* __restrict__ y,
-                                                int64_t n, float eps, AddTo&& add_to) {
+// residual row = fold(residual row), rounded as the bf16 residual stream is, then y = rmsnorm(residual row): a block
+// per row. fold(vec, h) replaces the 8 values h at the row's 16-byte vector vec with the updated residual's.
+template <class Fold>
+__device__ __forceinline__ void fold_rmsnorm_row(bf16* residual, const bf16* __restrict__ weight, bf16* __restrict__ y,
+                                                 int64_t n, float eps, Fold&& fold) {
   __shared__ float scratch[32];
   const int vecs_per_row = int(n / 8);
   Bf16x8* row = reinterpret_cast<Bf16x8*>(residual + blockIdx.x * n);
@@ -63,11 +63,8 @@ __device__ __forceinline__ void add_rmsnorm_row(bf16* residual, const bf16* __re
   for (int j = 0; j < kMaxVecsPerThread; ++j) {
     const int vec = threadIdx.x + j * kThreads;
     if (vec < vecs_per_row) {
-      float h[8], dd[8];
-      bf16x8_to_float(row[vec], h);
-      add_to(vec, dd);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[j][e] = bf16_round(h[e] + dd[e]);  // the bf16 residual stream
+      bf16x8_to_float(row[vec], v[j]);
+      fold(vec, v[j]);
       row[vec] = float_to_bf16x8(v[j]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) sum_sq += v[j][e] * v[j][e];
@@ -77,24 +74,34 @@ __device__ __forceinline__ void add_rmsnorm_row(bf16* residual, const bf16* __re
   normalize_store(v, vecs_per_row, weight, y + blockIdx.x * n, 1.0f / sqrtf(sum_sq / float(n) + eps));
 }
 
+// h = bf16(h + d) at 8 values: a residual add of the bf16 residual stream.
+__device__ __forceinline__ void add_rounded(float (&h)[8], const float (&d)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) h[e] = bf16_round(h[e] + d[e]);
+}
+
 __global__ void add_rmsnorm_vec_kernel(bf16* residual, const bf16* __restrict__ delta,
                                        const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
                                        float eps) {
   pdl_launch_dependents();
   pdl_wait();
   const Bf16x8* d = reinterpret_cast<const Bf16x8*>(delta + blockIdx.x * n);
-  add_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&dd)[8]) { bf16x8_to_float(d[vec], dd); });
+  fold_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&h)[8]) {
+    float dd[8];
+    bf16x8_to_float(d[vec], dd);
+    add_rounded(h, dd);
+  });
 }
 
 // AddDeltaRmsnormArgs: the fp32 delta copies (copies, rows, n), summed in order and rounded to bf16, added as
-// add_rmsnorm_vec_kernel adds a bf16 delta; each copy zeroed once read (the next one-launch MLP adds into them).
-// PRECOND: as add_rmsnorm_vec_kernel; delta 16-byte aligned.
+// add_rmsnorm_vec_kernel adds a bf16 delta, then the addend (if any) the same way; each copy zeroed once read (the
+// next one-launch MLP adds into them). PRECOND: as add_rmsnorm_vec_kernel; delta 16-byte aligned.
 __global__ void add_delta_rmsnorm_vec_kernel(bf16* residual, float* delta, int copies, int64_t rows,
-                                             const bf16* __restrict__ weight, bf16* __restrict__ y, int64_t n,
-                                             float eps) {
+                                             const bf16* __restrict__ addend, const bf16* __restrict__ weight,
+                                             bf16* __restrict__ y, int64_t n, float eps) {
   pdl_launch_dependents();
   pdl_wait();
-  add_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&dd)[8]) {
+  fold_rmsnorm_row(residual, weight, y, n, eps, [&](int vec, float (&h)[8]) {
     float d[8] = {};
     for (int c = 0; c < copies; ++c) {
       float4* copy = reinterpret_cast<float4*>(delta + (c * rows + blockIdx.x) * n) + 2 * vec;
@@ -105,7 +112,13 @@ __global__ void add_delta_rmsnorm_vec_kernel(bf16* residual, float* delta, int c
       copy[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
-    for (int e = 0; e < 8; ++e) dd[e] = bf16_round(d[e]);
+    for (int e = 0; e < 8; ++e) d[e] = bf16_round(d[e]);
+    add_rounded(h, d);
+    if (addend != nullptr) {
+      float a[8];
+      bf16x8_to_float(reinterpret_cast<const Bf16x8*>(addend + blockIdx.x * n)[vec], a);
+      add_rounded(h, a);
+    }
   });
 }
 
@@ -113,12 +126,12 @@ __global__ void add_delta_rmsnorm_vec_kernel(bf16* residual, float* delta, int c
 
 bool add_delta_rmsnorm_v0_supports(const AddDeltaRmsnormArgs& a) {
   return a.n % 8 == 0 && a.n <= kThreads * 8 * kMaxVecsPerThread && a.copies >= 1 &&
-         reinterpret_cast<uintptr_t>(a.delta) % 16 == 0;
+         reinterpret_cast<uintptr_t>(a.delta) % 16 == 0 && reinterpret_cast<uintptr_t>(a.addend) % 16 == 0;
 }
 
 void launch_add_delta_rmsnorm_v0(const AddDeltaRmsnormArgs& a, cudaStream_t stream) {
   launch(add_delta_rmsnorm_vec_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a.residual, a.delta,
-         int(a.copies), a.rows, a.weight, a.y, a.n, a.eps);
+         int(a.copies), a.rows, a.addend, a.weight, a.y, a.n, a.eps);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -101,7 +101,7 @@ void register_bench(CLI::App& app) {
     bool profile = false;
     std::string decode_gemm, decode_attention, decode_qkv_attention, gate_up_swiglu;  // kernel overrides
     std::string gate_up_swiglu_batched;
-    std::string norm_gemv, residual_gemv, norm_gate_up, decode_layers, attention_o;
+    std::string norm_gemv, norm_gemv_batched, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = -1, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
             attention_o_late_rows = 0, attention_o_warm_code = 0;
@@ -243,6 +243,8 @@ void register_bench(CLI::App& app) {
                   "MB of L2 set aside for --l2-persist's lines (0: the device's maximum; capped at the window)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--norm-gemv", o->norm_gemv, "Override the QKV GEMV with the RMSNorm folded in (norm_gemv op)");
+  cmd->add_option("--norm-gemv-batched", o->norm_gemv_batched,
+                  "Override batch 2's QKV GEMV that norms h with the MLP's delta folded in (norm_gemv op), or off");
   cmd->add_option("--residual-gemv", o->residual_gemv, "Override the O/down GEMV with the residual add folded in");
   cmd->add_option("--norm-gate-up", o->norm_gate_up, "Override the gate|up GEMV with RMSNorm and SwiGLU folded in");
   cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
@@ -272,6 +274,7 @@ void register_bench(CLI::App& app) {
     if (!o->decode_qkv_attention.empty()) options.decode_qkv_attention = o->decode_qkv_attention;
     if (o->attention_prefetch_mb) options.attention_l2_prefetch_bytes = *o->attention_prefetch_mb << 20;
     if (!o->norm_gemv.empty()) options.norm_gemv = o->norm_gemv;
+    if (!o->norm_gemv_batched.empty()) options.decode_norm_gemv_batched = o->norm_gemv_batched;
     if (!o->decode_layers.empty()) options.decode_layers = o->decode_layers;
     if (!o->attention_o.empty()) options.decode_attention_o = o->attention_o;
     options.attention_o_keys_per_split = o->attention_o_keys_per_split;
@@ -439,6 +442,7 @@ void register_bench(CLI::App& app) {
     j["attention_l2_prefetch_bytes"] = options.attention_l2_prefetch_bytes;
     j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
+    j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;
     j["mlp"] = options.decode_mlp;

@@ -235,6 +235,7 @@ struct CudaEngine::Impl {
   const KernelVersion<kernels::NormMlpArgs>* mlp = nullptr;                  // nullptr: off
   const KernelVersion<kernels::NormMlpArgs>* mlp_batched = nullptr;          // batch 2; nullptr: off
   const KernelVersion<kernels::AddDeltaRmsnormArgs>* add_delta_rmsnorm = nullptr;
+  const KernelVersion<kernels::NormGemvArgs>* norm_gemv_batched = nullptr;  // batch 2 with mlp_batched; or off
   DeviceBuffer down_t;      // (layers - 1, intermediate, hidden): the layers' w_down transposed, for mlp
   DeviceBuffer mlp_delta;   // (copies, tokens, hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
@@ -408,6 +409,8 @@ void CudaEngine::init() {
   if (m.mlp && options_.decode_mlp_batched != "off") {
     m.mlp_batched = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp_batched);
     m.add_delta_rmsnorm = &kernels::add_delta_rmsnorm_versions()[0];
+    if (options_.decode_norm_gemv_batched != "off")
+      m.norm_gemv_batched = &kernels::find_version(kernels::norm_gemv_versions(), options_.decode_norm_gemv_batched);
   }
   if (options_.decode_layers != "off")
     m.decode_layers = &kernels::find_version(kernels::decode_layers_versions(), options_.decode_layers);
@@ -1042,12 +1045,31 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   const auto batched_mlp_runs = [&](const LayerDevice& L) {
     return decode && o.fused && rows > 1 && m.mlp_batched && L.w_down_t && m.mlp_batched->takes(batched_mlp_args(L));
   };
+  // With norm_gemv_batched (fold_delta) the delta is not added after the MLP: the next layer's QKV GEMV norms
+  // bf16(h + bf16(delta)) itself, and its o projection's residual add (add_delta_rmsnorm with the o output as its
+  // addend) adds the delta, then the o output, to h and zeroes the delta. Layer 0 reads a zero delta (every step
+  // leaves it zero); the last layer's MLP runs as four launches and adds nothing to the delta.
+  const auto qkv_norm_args = [&](const LayerDevice& L) {
+    kernels::NormGemvArgs a{h, m.norm_partials.as<float>(), 1, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
+                            QD + 2 * KVD, H};
+    a.residual_delta = m.mlp_delta.as<float>();
+    a.delta_copies = o.mlp_delta_copies;
+    return a;
+  };
+  const bool fold_delta = !m.layers.empty() && batched_mlp_runs(m.layers[0]) && m.norm_gemv_batched &&
+                          m.norm_gemv_batched->takes(qkv_norm_args(m.layers[0]));
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const LayerDevice& L = m.layers[l];
     bf16* k_cache = m.k_cache() + int64_t(l) * m.layer_cache_elems;
     bf16* v_cache = m.v_cache() + int64_t(l) * m.layer_cache_elems;
     bool attended = false;  // the fused decode attention ran (QK-norm, RoPE, cache store and attention)
-    if (o.fused) {
+    if (fold_delta) {
+      m.norm_gemv_batched->launch(qkv_norm_args(L), s);
+      m.count("gemm_qkv_norm", 2.0 * double((QD + 2 * KVD) * H + 2 * rows * H + H + rows * (QD + 2 * KVD)) +
+                                   4.0 * double(o.mlp_delta_copies * rows * H));
+      attended = fused_attention(L, k_cache, v_cache);
+      if (!attended) throw std::logic_error("run_layers: the batched delta fold needs the fused decode attention");
+    } else if (o.fused) {
       if (l == 0) rmsnorm(h, L.input_norm, x, rows, H);  // later layers: the previous add_rmsnorm did it
       m.gemm("gemm_qkv", x, L.wqkv, m.qkv.as<bf16>(), rows, QD + 2 * KVD, H);
       attended = fused_attention(L, k_cache, v_cache);
@@ -1092,10 +1114,17 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
                                      : nullptr;
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && (rows == 1 || batched_swiglu);
     if (o.fused) {
-      add_rmsnorm(L.post_norm);
+      if (fold_delta) {  // h = bf16(bf16(h + bf16(delta)) + o output), the delta zeroed, x = norm(h)
+        m.add_delta_rmsnorm->launch({h, m.mlp_delta.as<float>(), o.mlp_delta_copies, L.post_norm, x, rows, H, eps, tmp},
+                                    s);
+        m.count("add_delta_rmsnorm", 2.0 * double(4 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+      } else {
+        add_rmsnorm(L.post_norm);
+      }
       if (batched_mlp_runs(L)) {
         if (o.skip_launches.count("mlp_split_down") == 0) m.mlp_batched->launch(batched_mlp_args(L), s);
         m.count("mlp_split_down", 2.0 * double(3 * I * H + rows * H) + 4.0 * double(rows * H));
+        if (fold_delta) continue;  // (the next layer's QKV GEMV and o projection add the delta)
         const kernels::AddDeltaRmsnormArgs add{h, m.mlp_delta.as<float>(), o.mlp_delta_copies,
                                                l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm,
                                                x, rows, H, eps};

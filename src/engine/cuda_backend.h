@@ -110,6 +110,12 @@ struct EngineOptions {
   // SwiGLU, down and the residual add as four launches), then add_delta_rmsnorm. Runs where decode_mlp does (it
   // reads the same transposed down_proj) on the layers it runs on.
   std::string decode_mlp_batched = "v14_mlp_split_down_batched";
+  // Where decode_mlp_batched runs: the next layer's QKV GEMV norms h with the MLP's delta folded in (norm_gemv op,
+  // its delta form at 2 tokens) and the o projection's residual add takes the delta in too (add_delta_rmsnorm with
+  // an addend), so no launch of its own adds the delta after the MLP. "off" (the default): add_delta_rmsnorm after
+  // the MLP. With v19 a batch-2 step took 4.393 ms against 4.284 without (0.975x) although it made 36 launches fewer
+  // (187 against 223): its norm loads 5 times the bytes of the normed input after the PDL wait (session 18).
+  std::string decode_norm_gemv_batched = "off";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features

@@ -200,11 +200,12 @@ TEST(EngineBatch, BatchedMlpMatchesFourLaunches) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
   config.num_layers = 3;
-  const auto make = [&](const std::string& batched, bool skip_mlp = false) {
+  const auto make = [&](const std::string& batched, bool skip_mlp = false, const std::string& fold = "off") {
     EngineOptions options;
     options.max_batch = 2;
     options.context = 64;
     options.decode_mlp_batched = batched;
+    options.decode_norm_gemv_batched = fold;
     if (skip_mlp) options.skip_launches.insert("mlp_split_down");
     auto engine = std::make_unique<CudaEngine>(config, 7, options);
     SamplingParams greedy;
@@ -217,52 +218,57 @@ TEST(EngineBatch, BatchedMlpMatchesFourLaunches) {
     }
     return engine;
   };
-  auto one_launch = make("v14_mlp_split_down_batched");
-  auto four_launches = make("off");
-  const auto to_floats = [](const std::vector<uint16_t>& bits) {
-    std::vector<float> v(bits.size());
-    for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_to_f32(bits[i]);
-    return v;
-  };
-  const auto rel_diff = [&](const std::vector<float>& got, const std::vector<float>& want) {
-    double max_diff = 0;
-    for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got[i] - want[i])));
-    return max_diff / max_abs(want);
-  };
-  for (int step = 0; step < 4; ++step) {
-    const auto got_tokens = one_launch->decode(2, 1);
-    const auto want_tokens = four_launches->decode(2, 1);
-    bool diverged = false;
-    for (int64_t b = 0; b < 2; ++b) {
-      const auto got = to_floats(one_launch->last_logits_bits(b));
-      const auto want = to_floats(four_launches->last_logits_bits(b));
-      const double scale = max_abs(want), rel = rel_diff(got, want);
-      std::printf("[ batched mlp step %d slot %lld ] logits max|diff|/max|ref| = %.3e\n", step, (long long)b, rel);
-      EXPECT_LE(rel, kLogitsRelBound) << "step " << step << " slot " << b;
-      if (got_tokens[size_t(b)] == want_tokens[size_t(b)]) continue;
-      std::vector<float> sorted = want;
-      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-      EXPECT_LT(sorted[0] - sorted[1], kMarginBound * scale)
-          << "step " << step << " slot " << b << ": tokens " << got_tokens[size_t(b)] << " and "
-          << want_tokens[size_t(b)] << " without a near-tie";
-      diverged = true;
+  // With the delta folded into the next layer too (EngineOptions::decode_norm_gemv_batched, v19; off by default).
+  for (const std::string fold : {"off", "v19_gemv_norm_ring_tokens"}) {
+    SCOPED_TRACE("decode_norm_gemv_batched " + fold);
+    auto one_launch = make("v14_mlp_split_down_batched", false, fold);
+    auto four_launches = make("off");
+    const auto to_floats = [](const std::vector<uint16_t>& bits) {
+      std::vector<float> v(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_to_f32(bits[i]);
+      return v;
+    };
+    const auto rel_diff = [&](const std::vector<float>& got, const std::vector<float>& want) {
+      double max_diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got[i] - want[i])));
+      return max_diff / max_abs(want);
+    };
+    for (int step = 0; step < 4; ++step) {
+      const auto got_tokens = one_launch->decode(2, 1);
+      const auto want_tokens = four_launches->decode(2, 1);
+      bool diverged = false;
+      for (int64_t b = 0; b < 2; ++b) {
+        const auto got = to_floats(one_launch->last_logits_bits(b));
+        const auto want = to_floats(four_launches->last_logits_bits(b));
+        const double scale = max_abs(want), rel = rel_diff(got, want);
+        std::printf("[ batched mlp%s step %d slot %lld ] logits max|diff|/max|ref| = %.3e\n",
+                    fold == "off" ? "" : ", delta folded,", step, (long long)b, rel);
+        EXPECT_LE(rel, kLogitsRelBound) << "step " << step << " slot " << b;
+        if (got_tokens[size_t(b)] == want_tokens[size_t(b)]) continue;
+        std::vector<float> sorted = want;
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+        EXPECT_LT(sorted[0] - sorted[1], kMarginBound * scale)
+            << "step " << step << " slot " << b << ": tokens " << got_tokens[size_t(b)] << " and "
+            << want_tokens[size_t(b)] << " without a near-tie";
+        diverged = true;
+      }
+      if (diverged) break;
     }
-    if (diverged) break;
-  }
-  // (fewer launches a step: the batched MLP ran)
-  if (one_launch->launches_per_decode_step() < four_launches->launches_per_decode_step()) {
-    auto without_mlp = make("v14_mlp_split_down_batched", true);
-    auto reference = make("off");
-    without_mlp->decode(2, 1);
-    reference->decode(2, 1);
-    for (int64_t b = 0; b < 2; ++b) {
-      const double rel =
-          rel_diff(to_floats(without_mlp->last_logits_bits(b)), to_floats(reference->last_logits_bits(b)));
-      std::printf("[ batched mlp skipped, slot %lld ] logits max|diff|/max|ref| = %.3e\n", (long long)b, rel);
-      EXPECT_GT(rel, kLogitsRelBound) << "slot " << b << ": the MLP's output does not show in the logits";
+    // (fewer launches a step: the batched MLP ran)
+    if (one_launch->launches_per_decode_step() < four_launches->launches_per_decode_step()) {
+      auto without_mlp = make("v14_mlp_split_down_batched", true, fold);
+      auto reference = make("off");
+      without_mlp->decode(2, 1);
+      reference->decode(2, 1);
+      for (int64_t b = 0; b < 2; ++b) {
+        const double rel =
+            rel_diff(to_floats(without_mlp->last_logits_bits(b)), to_floats(reference->last_logits_bits(b)));
+        std::printf("[ batched mlp skipped, slot %lld ] logits max|diff|/max|ref| = %.3e\n", (long long)b, rel);
+        EXPECT_GT(rel, kLogitsRelBound) << "slot " << b << ": the MLP's output does not show in the logits";
+      }
+    } else {
+      std::printf("[ batched mlp ] not run on this device (as many launches a step): both ran four launches\n");
     }
-  } else {
-    std::printf("[ batched mlp ] not run on this device (as many launches a step): both ran four launches\n");
   }
 }
 

@@ -402,34 +402,41 @@ TEST_F(GpuTest, AddRmsnormMatchesReference) {
 }
 
 // h' = bf16(h + bf16(Σ_j delta copy j)) bit for bit (add_delta, the copies summed in order: exact_sum_copies makes
-// the sum exact in any order), every copy zeroed, y the norm of the h' the kernel wrote (kNormUlps, as
-// AddRmsnormMatchesReference). The delta starts at random values, y poisoned; h and the delta come from the
-// previous kernel.
+// the sum exact in any order), then with an addend (AddDeltaRmsnormArgs::addend) h'' = bf16(h' + addend), every copy
+// zeroed, y the norm of the h the kernel wrote (kNormUlps, as AddRmsnormMatchesReference). The delta starts at
+// random values, y poisoned; h, the delta and the addend come from the previous kernels.
 TEST_F(GpuTest, AddDeltaRmsnormMatchesReference) {
   VersionRunner<AddDeltaRmsnormArgs> runner(kernels::add_delta_rmsnorm_versions());
   struct Case {
     int64_t rows, n;
     int32_t copies;
-    bool required;
+    bool required, addend = false;
   };
-  const std::vector<Case> cases = {{1, kHidden, 1, true}, {2, kHidden, 2, true}, {2, kHidden, 4, true},
-                                   {8, kHidden, 2, true}, {3, 1024, 1, false},   {2, 5120, 3, false}};
+  const std::vector<Case> cases = {{1, kHidden, 1, true},        {2, kHidden, 2, true},  {2, kHidden, 4, true},
+                                   {8, kHidden, 2, true},        {3, 1024, 1, false},    {2, 5120, 3, false},
+                                   {2, kHidden, 2, true, true},  {1, kHidden, 1, true, true}};
   for (const Case& c : cases) {
-    const std::string label =
-        "add_delta_rmsnorm rows=" + str(c.rows) + " n=" + str(c.n) + " copies=" + str(c.copies);
+    const std::string label = "add_delta_rmsnorm rows=" + str(c.rows) + " n=" + str(c.n) +
+                              " copies=" + str(c.copies) + (c.addend ? " addend" : "");
     const uint64_t seed = case_seed(label);
     const auto residual = random_bf16(size_t(c.rows * c.n), ref::mix_seed(seed, 1), -8.0f, 8.0f);  // (rows, n)
     const auto weight = random_bf16(size_t(c.n), ref::mix_seed(seed, 3), -1.5f, 1.5f);            // (n)
     const auto delta = c.copies == 1 ? random_f32(residual.size(), ref::mix_seed(seed, 2), -2.0f, 2.0f)
                                      : exact_sum_copies(c.copies, c.rows * c.n, ref::mix_seed(seed, 2));
     const std::vector<float> sum = sum_copies(delta, c.rows * c.n);  // (rows, n)
+    const auto addend = random_bf16(residual.size(), ref::mix_seed(seed, 4), -2.0f, 2.0f);  // (rows, n)
     std::vector<uint16_t> want_residual(residual.size());
-    for (size_t i = 0; i < residual.size(); ++i) want_residual[i] = add_delta(residual[i], sum[i]);
+    for (size_t i = 0; i < residual.size(); ++i) {
+      want_residual[i] = add_delta(residual[i], sum[i]);
+      if (c.addend) want_residual[i] = ref::to_bf16(ref::to_float(want_residual[i]) + ref::to_float(addend[i]));
+    }
     DeviceArray<uint16_t> residual_d(residual.size()), y_d(residual.size());
     DeviceArray<float> delta_d(delta.size());  // (copies, rows, n)
     const auto weight_d = to_device(weight);
-    const AddDeltaRmsnormArgs args{as_bf16(residual_d), delta_d.get(), c.copies, as_bf16(weight_d), as_bf16(y_d),
-                                   c.rows,              c.n,           kEps};
+    const auto addend_d = to_device(addend);
+    AddDeltaRmsnormArgs args{as_bf16(residual_d), delta_d.get(), c.copies, as_bf16(weight_d), as_bf16(y_d),
+                             c.rows,              c.n,           kEps};
+    if (c.addend) args.addend = as_bf16(addend_d);
     runner.run(
         label, args,
         [&] {
@@ -448,7 +455,7 @@ TEST_F(GpuTest, AddDeltaRmsnormMatchesReference) {
           EXPECT_EQ(nonzero, 0) << run_label << " | delta copies not zeroed";
           expect_norm_of(got_residual, weight, c.rows, c.n, y_d.download(), run_label);
         },
-        c.required, {produced(residual_d), produced(delta_d)});
+        c.required, {produced(residual_d), produced(delta_d), produced(addend_d)});
   }
 }
 
@@ -2074,7 +2081,8 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
   const std::vector<std::string> must_take_copies = {"v8_gemv_norm", "v10_gemv_norm_wave", "v11_gemv_norm_early",
                                                      "v12_gemv_norm_ring", "v13_gemv_norm_ring_full",
                                                      "v14_gemv_norm_ring_tma", "v15_gemv_norm_ring_256t",
-                                                     "v16_gemv_norm_ring_l2_first", "v17_gemv_norm_ring_pair"};
+                                                     "v16_gemv_norm_ring_l2_first", "v17_gemv_norm_ring_pair",
+                                                     "v19_gemv_norm_ring_tokens"};
   struct Case {
     std::string name;
     int64_t n, k;
@@ -2105,7 +2113,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
       const std::vector<double> moved = moved_by_dev(in.dev, w, kMaxM, c.n, c.k);  // (3, n): Σ_i dev_i |w_ji|
       auto residual_d = to_device(in.residual);  // re-uploaded before every run: it must stay as it is
       const auto weight_d = to_device(in.weight);
-      for (const int64_t m : {int64_t(1), kMaxM}) {
+      for (const int64_t m : {int64_t(1), int64_t(2), kMaxM}) {  // (2: v19's ring at two tokens)
         const std::string label = copies_base + " m=" + str(m);
         const std::vector<float> delta = delta_buffer(in, m, c.k);  // (copies, m, k)
         auto delta_d = to_device(delta);
