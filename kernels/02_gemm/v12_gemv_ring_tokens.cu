@@ -17,7 +17,9 @@
 // norm_gemv v19_gemv_norm_ring_tokens is the same GEMV with its input normed in the prologue from the residual and
 // the MLP's delta still owed to it (NormGemvArgs::residual_delta, (copies, m, k)): x_t = rmsnorm(bf16(h_t +
 // bf16(Σ copies))), each CTA summing h_t'² itself. Why: the batched layer then need not add the delta and norm h in a
-// launch of its own after the MLP (add_delta_rmsnorm); the o projection's add takes the delta in instead.
+// launch of its own after the MLP (add_delta_rmsnorm); the o projection's add takes the delta in instead. Measured
+// slower (a batch-2 step 0.975x, ITERATIONS.md session 18): its CTAs load h and the delta copies, 80 KB, after the
+// PDL wait behind their queued ring copies, where v12 loads the 16 KB normed input. Off by default.
 #include <cuda_runtime.h>
 
 #include <algorithm>
