@@ -1,6 +1,7 @@
 // v1: the row stays in registers between the two passes and moves as 16-byte vectors, so the row is read from
 // memory once (v0 reads it twice) with a quarter of the load instructions. Covers rmsnorm and add_rmsnorm, and is
 // add_delta_rmsnorm's v0 (its delta fp32 copies, summed in the same pass).
+#include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/dtype.cuh"
@@ -105,9 +106,7 @@ __global__ void add_delta_rmsnorm_vec_kernel(bf16* residual, float* delta, int c
     float d[8] = {};
     for (int c = 0; c < copies; ++c) {
       float4* copy = reinterpret_cast<float4*>(delta + (c * rows + blockIdx.x) * n) + 2 * vec;
-      const float4 d0 = copy[0], d1 = copy[1];
-      d[0] += d0.x, d[1] += d0.y, d[2] += d0.z, d[3] += d0.w;
-      d[4] += d1.x, d[5] += d1.y, d[6] += d1.z, d[7] += d1.w;
+      gemv_ring::add_delta_copy(d, copy[0], copy[1]);
       copy[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       copy[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }

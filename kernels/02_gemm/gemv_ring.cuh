@@ -332,14 +332,15 @@ __device__ __forceinline__ void normed_with_delta_loads_first(const bf16* residu
 }
 
 // The same for the hidden state h' = bf16(residual + bf16(delta)) (NormGemvArgs::residual_delta), the delta the
-// sum of `copies` (hidden) vectors one after the other (NormMlpArgs::delta_copies), summed in order: the CTA sums
-// h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in
+// sum of `copies` (hidden) vectors `tokens` x hidden apart (NormMlpArgs::delta_copies; a delta of several tokens
+// is laid out (copies, tokens, hidden), and delta points at this token's row of copy 0), summed in order: the CTA
+// sums h'² itself (a fixed order: every CTA gets the same bits). The delta is read through L2 (ld.global.cg): in
 // v3_mlp_qkv_next other CTAs of the same launch wrote it. PRECOND: every thread of the CTA calls it
 // (two barriers); warp_sq holds kBlock / 32 floats of shared memory.
 template <int kVecs, int kBlock = kThreads>
 __device__ __forceinline__ void normed_with_delta(const bf16* residual, const float* delta, int copies,
                                                   const uint4 (&norm_w)[kVecs], float eps, int64_t hidden,
-                                                  float* warp_sq, float (&x)[kVecs][8]) {
+                                                  float* warp_sq, float (&x)[kVecs][8], int tokens = 1) {
   float hn[kVecs][8];
   float sq = 0.0f;
 #pragma unroll
@@ -352,7 +353,7 @@ __device__ __forceinline__ void normed_with_delta(const bf16* residual, const fl
     bf16x8_to_float(reinterpret_cast<const Bf16x8*>(residual)[col], h);
     float d[8] = {};
     for (int j = 0; j < copies; ++j) {
-      const float4* copy = reinterpret_cast<const float4*>(delta + j * hidden);
+      const float4* copy = reinterpret_cast<const float4*>(delta + j * tokens * hidden);
       add_delta_copy(d, __ldcg(copy + 2 * col), __ldcg(copy + 2 * col + 1));
     }
     fold_delta(h, d, hn[v], sq);

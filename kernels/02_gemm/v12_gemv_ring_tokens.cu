@@ -130,24 +130,28 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_ring_tokens_kernel(Norm
       a.w, a.n, a.y, a.n, [&] { gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w); },
       [&](float (&x)[kTokens][8]) {
 #pragma unroll
-        for (int t = 0; t < kTokens; ++t) {
-          float h[8], d[8] = {}, hn[1][8], sq = 0.0f;
-          bf16x8_to_float(reinterpret_cast<const Bf16x8*>(a.residual + t * kK)[threadIdx.x], h);
-          for (int j = 0; j < a.delta_copies; ++j) {
-            const float4* copy = reinterpret_cast<const float4*>(a.residual_delta + (j * kTokens + t) * kK);
-            gemv_ring::add_delta_copy(d, __ldcg(copy + 2 * threadIdx.x), __ldcg(copy + 2 * threadIdx.x + 1));
-          }
-          gemv_ring::fold_delta(h, d, hn[0], sq);
-          gemv_ring::normed_by_block_sum<1, kThreads>(hn, sq, norm_w, a.eps, kK, warp_sq,
-                                                      reinterpret_cast<float(&)[1][8]>(x[t]));
-        }
+        for (int t = 0; t < kTokens; ++t)
+          gemv_ring::normed_with_delta<1, kThreads>(a.residual + t * kK, a.residual_delta + t * kK, a.delta_copies,
+                                                    norm_w, a.eps, kK, warp_sq,
+                                                    reinterpret_cast<float(&)[1][8]>(x[t]), kTokens);
       });
 }
 
-bool ring_takes(const GemmArgs& a) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a.k == kK && a.m >= 1 && a.m <= kMaxTokens && a.n >= 1 && aligned(a.x) && aligned(a.w) &&
-         smem_for(a.m, a.n) <= size_t(device_optin_smem_bytes());
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The ring takes m tokens over n rows of k: k is kK, at most kMaxTokens tokens, and the warp sums fit beside it.
+bool ring_fits(int64_t m, int64_t n, int64_t k) {
+  return k == kK && m >= 1 && m <= kMaxTokens && n >= 1 && smem_for(m, n) <= size_t(device_optin_smem_bytes());
+}
+
+// kernel<1> or kernel<kMaxTokens> by a.m, one CTA per SM with the ring and its warp sums. PRECOND: ring_fits.
+template <class Args>
+void launch_ring(void (*one_token)(Args), void (*tokens)(Args), const Args& a, cudaStream_t stream) {
+  const size_t smem = smem_for(a.m, a.n);
+  const auto kernel = a.m == 1 ? one_token : tokens;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch(kernel, dim3(unsigned(ctas_for())), dim3(kThreads), smem, stream, a);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -155,28 +159,18 @@ bool ring_takes(const GemmArgs& a) {
 bool gemm_v12_supports(const GemmArgs& a) { return gemm_v2_supports(a); }
 
 void launch_gemm_v12(const GemmArgs& a, cudaStream_t stream) {
-  if (!ring_takes(a)) return launch_gemm_v2(a, stream);
-  const size_t smem = smem_for(a.m, a.n);
-  const auto kernel = a.m == 1 ? gemv_ring_tokens_kernel<1> : gemv_ring_tokens_kernel<kMaxTokens>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(kernel, dim3(unsigned(ctas_for())), dim3(kThreads), smem, stream, a);
-  CUDA_CHECK_LAUNCH();
+  if (!ring_fits(a.m, a.n, a.k) || !aligned16(a.x) || !aligned16(a.w)) return launch_gemm_v2(a, stream);
+  launch_ring(gemv_ring_tokens_kernel<1>, gemv_ring_tokens_kernel<kMaxTokens>, a, stream);
 }
 
 // v19_gemv_norm_ring_tokens: the ring where the input is the delta form at 1-2 tokens and k 4096; other args v10.
 bool gemv_norm_v19_supports(const NormGemvArgs& a) { return gemv_norm_v10_supports(a); }
 
 void launch_gemv_norm_v19(const NormGemvArgs& a, cudaStream_t stream) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool ring = a.k == kK && a.m >= 1 && a.m <= kMaxTokens && a.n >= 1 && a.residual_delta != nullptr &&
-                    a.delta_copies >= 1 && aligned(a.residual) && aligned(a.norm_weight) && aligned(a.w) &&
-                    smem_for(a.m, a.n) <= size_t(device_optin_smem_bytes());
-  if (!ring) return launch_gemv_norm_v10(a, stream);
-  const size_t smem = smem_for(a.m, a.n);
-  const auto kernel = a.m == 1 ? norm_gemv_ring_tokens_kernel<1> : norm_gemv_ring_tokens_kernel<kMaxTokens>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(kernel, dim3(unsigned(ctas_for())), dim3(kThreads), smem, stream, a);
-  CUDA_CHECK_LAUNCH();
+  if (!ring_fits(a.m, a.n, a.k) || a.residual_delta == nullptr || a.delta_copies < 1 || !aligned16(a.residual) ||
+      !aligned16(a.norm_weight) || !aligned16(a.w))
+    return launch_gemv_norm_v10(a, stream);
+  launch_ring(norm_gemv_ring_tokens_kernel<1>, norm_gemv_ring_tokens_kernel<kMaxTokens>, a, stream);
 }
 
 }  // namespace qwen3::kernels
