@@ -508,8 +508,16 @@ struct SampleArgs {
   uint64_t* step;                // (rows) random-stream position, incremented by the kernel
   int32_t* out_tokens;           // (rows)
   int64_t rows, vocab;
-  float* workspace;              // sample_workspace_floats() floats
+  float* workspace;              // sample_workspace_floats() floats, zero before a version's first launch, or
+                                 // nullptr (v0 and v1 use none; v2 needs it)
+  // Optional, versions whose supports() take it (v2): the sampled token becomes the row's next decode input, as
+  // the engine's advance kernel would make it: next_ids[r] = token, positions[r] += 1 (where positions is given),
+  // and counts[r * vocab + token] += 1 where the row samples with penalties. nullptr: none of it.
+  int32_t* next_ids = nullptr;   // (rows)
+  int32_t* positions = nullptr;  // (rows) or nullptr
+  int32_t* counts = nullptr;     // (rows, vocab): token_counts' memory, or nullptr if no row has penalties
 };
+// Per-row partials and counters of v2_sample_split; each launch leaves the counters zero again.
 int64_t sample_workspace_floats(int64_t rows, int64_t vocab);
 
 }  // namespace qwen3::kernels

@@ -41,6 +41,9 @@ void launch_add_v0(const AddArgs&, cudaStream_t);
 bool add_v0_supports(const AddArgs&);
 void launch_sample_v0(const SampleArgs&, cudaStream_t);
 void launch_sample_v1(const SampleArgs&, cudaStream_t);
+void launch_sample_v2(const SampleArgs&, cudaStream_t);
+bool sample_v2_supports(const SampleArgs&);
+bool sample_v0_supports(const SampleArgs&);
 void launch_gemm_v4(const GemmArgs&, cudaStream_t);
 bool gemm_v4_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v1(const GateUpSwigluArgs&, cudaStream_t);
@@ -634,9 +637,12 @@ const std::vector<KernelVersion<DecodeLayersArgs>>& decode_layers_versions() {
 const std::vector<KernelVersion<SampleArgs>>& sample_versions() {
   static const std::vector<KernelVersion<SampleArgs>> v{
       {"v0_sample", "block per row: penalties, argmax or radix-select top-k/top-p + min-p, prefix-sum draw",
-       launch_sample_v0, nullptr},
+       launch_sample_v0, sample_v0_supports},
       {"v1_sample_topk", "top-k: warp-aggregated radix counts, candidates ranked in shared memory (v0 otherwise)",
-       launch_sample_v1, nullptr},
+       launch_sample_v1, sample_v0_supports},
+      {"v2_sample_split", "v0 with the argmax split over blocks of 8192 ids (16-byte loads); the row's last block "
+                          "merges them, samples as v0 and can advance the slot (needs the workspace)",
+       launch_sample_v2, sample_v2_supports},
   };
   return v;
 }

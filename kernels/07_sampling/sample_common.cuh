@@ -38,6 +38,12 @@ struct RowView {
   const uint8_t* in_prompt;  // or nullptr
   DeviceSampling p;
 
+  // Whether adjusted(i) is the logit itself: no counts, or penalties that leave every logit as it is.
+  __device__ __forceinline__ bool neutral() const {
+    return counts == nullptr ||
+           (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f);
+  }
+
   __device__ __forceinline__ float adjusted(int64_t i) const {
     float z = __bfloat162float(logits[i]);
     if (counts) {

@@ -58,7 +58,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
 
 }  // namespace
 
-int64_t sample_workspace_floats(int64_t /*rows*/, int64_t /*vocab*/) { return 0; }
+// v0 and v1 do not advance the slot (SampleArgs::next_ids): the engine launches its advance kernel after them.
+bool sample_v0_supports(const SampleArgs& a) { return a.next_ids == nullptr; }
 
 void launch_sample_v0(const SampleArgs& a, cudaStream_t stream) {
   launch(sample_kernel, dim3(unsigned(a.rows)), dim3(kThreads), 0, stream, a);

@@ -115,7 +115,8 @@ void register_bench(CLI::App& app) {
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
     bool mlp_o_l2_prefetch = false;
     std::optional<int64_t> mlp_l2_prefetch_mb;
-    std::optional<bool> pdl, graph, fused_swiglu, fold_norms;
+    std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
+    std::string sample_plain;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -250,6 +251,12 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--gate-up-swiglu", o->gate_up_swiglu, "Override the fused gate|up + SwiGLU version");
   cmd->add_option("--gate-up-swiglu-batched", o->gate_up_swiglu_batched,
                   "Override the fused gate|up + SwiGLU version at batch 4-8, or off (gate|up GEMM, then silu_mul)");
+  cmd->add_option("--sample-plain", o->sample_plain,
+                  "Override the sampler of greedy and untruncated sampling (sample op; default v2_sample_split)");
+  cmd->add_option("--last-mlp-one-launch", o->last_mlp_one_launch,
+                  "Batch 1: the last layer's MLP as the one-launch MLP plus an add + final-norm launch on/off");
+  cmd->add_option("--fold-advance", o->fold_advance,
+                  "The sampler makes its token the next input itself (v2) on/off (off: a separate advance launch)");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
@@ -314,6 +321,9 @@ void register_bench(CLI::App& app) {
     if (o->graph) options.cuda_graph = *o->graph;
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
     if (o->fold_norms) options.fold_norms = *o->fold_norms;
+    if (!o->sample_plain.empty()) options.sample_plain = o->sample_plain;
+    if (o->last_mlp_one_launch) options.last_mlp_in_one_launch = *o->last_mlp_one_launch;
+    if (o->fold_advance) options.fold_advance = *o->fold_advance;
     options.max_batch = o->batch;
     options.skip_launches.insert(o->skip.begin(), o->skip.end());
     options.pdl_trigger = pdl_trigger;
@@ -433,6 +443,9 @@ void register_bench(CLI::App& app) {
     j["pdl"] = options.pdl;
     j["fused_swiglu"] = options.fused_swiglu;
     j["fold_norms"] = options.fold_norms;
+    j["sample_plain"] = options.sample_plain;
+    j["last_mlp_in_one_launch"] = options.last_mlp_in_one_launch;
+    j["fold_advance"] = options.fold_advance;
     j["decode_gemm"] = options.cublas_gemm ? std::string("cublas")
                                            : (o->batch == 1  ? options.decode_gemm
                                               : o->batch >= 4 ? options.decode_gemm_batched_large

@@ -154,6 +154,29 @@ __global__ void advance_kernel(const int32_t* __restrict__ sampled, int32_t* __r
     counts[b * vocab + token] += 1;
 }
 
+// Samples a.rows rows and makes each token its slot's next decode input: in the sampler's own launch where it
+// takes that (SampleArgs::next_ids, v2_sample_split), else with advance_kernel after it. Returns the launches.
+// `positions` may be nullptr (the caller stages them); a.token_counts is the counts' memory.
+int sample_and_advance(const kernels::KernelVersion<kernels::SampleArgs>& sampler, kernels::SampleArgs a,
+                       int32_t* next_ids, int32_t* positions, bool sample, bool advance, bool fold,
+                       cudaStream_t stream) {
+  kernels::SampleArgs folded = a;
+  folded.next_ids = next_ids;
+  folded.positions = positions;
+  folded.counts = const_cast<int32_t*>(a.token_counts);
+  if (fold && sample && advance && sampler.takes(folded)) {
+    sampler.launch(folded, stream);
+    return 1;
+  }
+  if (sample) sampler.launch(a, stream);
+  if (advance) {
+    kernels::launch(advance_kernel, dim3(1), dim3(32), 0, stream, a.out_tokens, next_ids, positions, folded.counts,
+                    a.params, a.rows, a.vocab);
+    CUDA_CHECK_LAUNCH();
+  }
+  return int(sample) + int(advance);
+}
+
 constexpr size_t kAlign = 256;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -179,7 +202,8 @@ struct LayerDevice {
   bf16* wo;          // (hidden, q_dim)
   bf16* w_gate_up;   // (2 * intermediate, hidden): gate_proj | up_proj rows
   bf16* w_down;      // (hidden, intermediate)
-  bf16* w_down_t = nullptr;  // (intermediate, hidden): w_down transposed, where decode_mlp runs (not the last layer)
+  bf16* w_down_t = nullptr;  // (intermediate, hidden): w_down transposed, where decode_mlp runs (the last layer
+                             // only with last_mlp_in_one_launch)
 };
 
 }  // namespace
@@ -262,10 +286,11 @@ struct CudaEngine::Impl {
 
   // (batch, context bucket, sampler) -> the captured decode step
   std::map<std::tuple<int64_t, int64_t, const void*>, cudaGraphExec_t> graphs;
-  const KernelVersion<kernels::SampleArgs>* sample_plain = nullptr;  // v0: greedy and untruncated sampling
+  const KernelVersion<kernels::SampleArgs>* sample_plain = nullptr;  // greedy and untruncated sampling
+  DeviceBuffer sample_workspace;  // sample_workspace_floats(max(max_batch, logit_rows)): v2's partials, counters
   // The sampler for the next launches: options.sample (v1_sample_topk) only when a slot samples with top-k; its
   // 1024 threads x 62 registers need a whole SM, which under PDL waits for the lm_head GEMV to drain (+0.08 ms a
-  // step measured), while v0 fits beside it.
+  // step measured), while v0 fits beside it. Otherwise options.sample_plain.
   const KernelVersion<kernels::SampleArgs>* sampler_for(int64_t batch) const {
     for (int64_t b = 0; b < batch; ++b) {
       const SamplingParams& p = slot_params[size_t(b)];
@@ -406,9 +431,10 @@ void CudaEngine::init() {
   // The one-launch MLP hands its output to qkv_attention_o (sm_90 only), so it runs only beside it.
   if (options_.decode_mlp != "off" && m.attention_o && kernels::device_compute_major() >= 9 && c.num_layers > 1)
     m.mlp = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp);
+  // (the batched MLP's delta, and at batch 1 the last layer's: last_mlp_in_one_launch)
+  if (m.mlp) m.add_delta_rmsnorm = &kernels::add_delta_rmsnorm_versions()[0];
   if (m.mlp && options_.decode_mlp_batched != "off") {
     m.mlp_batched = &kernels::find_version(kernels::norm_mlp_versions(), options_.decode_mlp_batched);
-    m.add_delta_rmsnorm = &kernels::add_delta_rmsnorm_versions()[0];
     if (options_.decode_norm_gemv_batched != "off")
       m.norm_gemv_batched = &kernels::find_version(kernels::norm_gemv_versions(), options_.decode_norm_gemv_batched);
   }
@@ -423,7 +449,7 @@ void CudaEngine::init() {
     m.gate_up_swiglu_batched_large =
         &kernels::find_version(kernels::gate_up_swiglu_versions(), options_.gate_up_swiglu_batched_large);
   m.sample = &kernels::find_version(kernels::sample_versions(), options_.sample);
-  m.sample_plain = &kernels::find_version(kernels::sample_versions(), "v0_sample");
+  m.sample_plain = &kernels::find_version(kernels::sample_versions(), options_.sample_plain);
 
   const int64_t H = c.hidden_size, QD = c.q_dim(), KVD = c.kv_dim(), I = c.intermediate_size, V = c.vocab_size;
   const int64_t B = options_.max_batch;
@@ -435,7 +461,9 @@ void CudaEngine::init() {
   const size_t cache_bytes = size_t(c.num_layers * m.layer_cache_elems) * sizeof(bf16);
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const size_t down_t_bytes = m.mlp ? size_t((c.num_layers - 1) * I * H) * sizeof(bf16) : 0;
+  // Every layer but the last, and the last too where its MLP runs in one launch (last_mlp_in_one_launch).
+  const int64_t down_t_layers = options_.last_mlp_in_one_launch ? c.num_layers : c.num_layers - 1;
+  const size_t down_t_bytes = m.mlp ? size_t(down_t_layers * I * H) * sizeof(bf16) : 0;
   const size_t activation_bytes =
       size_t(m.rows) * (3 * H + 2 * (QD + 2 * KVD) + QD + 3 * I) * 2 + size_t(m.logit_rows) * V * 2;
   if (2 * cache_bytes + activation_bytes + down_t_bytes > free_bytes)
@@ -447,7 +475,7 @@ void CudaEngine::init() {
   if (m.mlp) {
     // down_proj transposed once, so that each CTA of the MLP reads its block of features as contiguous rows.
     m.down_t = DeviceBuffer(down_t_bytes);
-    for (size_t l = 0; l + 1 < m.layers.size(); ++l) {
+    for (size_t l = 0; l < size_t(down_t_layers); ++l) {
       LayerDevice& L = m.layers[l];
       L.w_down_t = m.down_t.as<bf16>() + int64_t(l) * I * H;
       kernels::transpose_versions()[0].launch({L.w_down, L.w_down_t, H, I}, m.stream);
@@ -498,6 +526,8 @@ void CudaEngine::init() {
   m.greedy = DeviceBuffer(size_t(m.logit_rows) * sizeof(kernels::DeviceSampling));
   m.steps = DeviceBuffer(size_t(B) * 8);
   m.sampled = DeviceBuffer(size_t(std::max(B, m.logit_rows)) * 4);
+  m.sample_workspace = DeviceBuffer(size_t(kernels::sample_workspace_floats(std::max(B, m.logit_rows), V)) * 4);
+  CUDA_CHECK(cudaMemset(m.sample_workspace.as<void>(), 0, m.sample_workspace.bytes()));  // v2's row counters
   m.counts = DeviceBuffer(size_t(B * V) * 4);
   m.in_prompt = DeviceBuffer(size_t(B * V));
   m.attention_workspace =
@@ -903,7 +933,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       }
       const int64_t layer = int64_t(&L - m.layers.data());
       // (v4) The next kernel's weights into L2 at the launch's tail: the next layer's QKV GEMV, where it runs.
-      if (!next) {
+      if (!next && size_t(layer) + 1 < m.layers.size()) {
         a.l2_prefetch = m.layers[size_t(layer) + 1].wqkv;
         a.l2_prefetch_bytes = std::min<int64_t>((QD + 2 * KVD) * H * 2, o.mlp_l2_prefetch_bytes) / 16 * 16;
       }
@@ -913,7 +943,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.lateness_out = m.mlp_lateness.as<uint64_t>() + (layer % 2) * m.mlp_ctas;
       if (o.mlp_lateness_permille_per_us >= 0) a.lateness_permille_per_us = o.mlp_lateness_permille_per_us;
       if (o.mlp_lateness_max_features >= 0) a.lateness_max_features = o.mlp_lateness_max_features;
-      if (o.mlp_trace)
+      if (o.mlp_trace && size_t(layer) + 1 < m.layers.size())  // (the trace holds the layers before the last)
         a.trace = m.mlp_trace.as<uint64_t>() + layer * m.mlp_ctas * kernels::kNormMlpTraceEvents;
       // (v8) The CTAs resident long before the PDL release, on the SMs the attention launch leaves free, pull the
       // first bytes of the other CTAs' rows into L2 while the attention runs.
@@ -1000,6 +1030,16 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         qkv_ready = next != nullptr;
         continue;
       }
+      if (mlp_in_one_launch && attention_o_ran && L.w_down_t && !mlp_runs_next_qkv) {
+        // The last layer: the same MLP launch, then h += delta (the delta zeroed) and the final norm into x.
+        if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, nullptr), s);
+        m.count("mlp_split_down", 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H));
+        if (kept("add_delta_rmsnorm"))
+          m.add_delta_rmsnorm->launch({h, m.mlp_delta.as<float>(), o.mlp_delta_copies, m.final_norm, x, rows, H, eps},
+                                      s);
+        m.count("add_delta_rmsnorm", 2.0 * double(3 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+        return;
+      }
       if (!attention_o_ran && !fused_attention(L, k_cache, v_cache)) {
         if (kept("qk_norm_rope_cache"))
           kernels::qk_norm_rope_cache_versions()[0].launch(
@@ -1048,7 +1088,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
   // With norm_gemv_batched (fold_delta) the delta is not added after the MLP: the next layer's QKV GEMV norms
   // bf16(h + bf16(delta)) itself, and its o projection's residual add (add_delta_rmsnorm with the o output as its
   // addend) adds the delta, then the o output, to h and zeroes the delta. Layer 0 reads a zero delta (every step
-  // leaves it zero); the last layer's MLP runs as four launches and adds nothing to the delta.
+  // leaves it zero); the last layer's MLP (the batched MLP where it has w_down_t, else four launches) is added
+  // with the final norm.
   const auto qkv_norm_args = [&](const LayerDevice& L) {
     kernels::NormGemvArgs a{h, m.norm_partials.as<float>(), 1, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
                             QD + 2 * KVD, H};
@@ -1124,7 +1165,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (batched_mlp_runs(L)) {
         if (o.skip_launches.count("mlp_split_down") == 0) m.mlp_batched->launch(batched_mlp_args(L), s);
         m.count("mlp_split_down", 2.0 * double(3 * I * H + rows * H) + 4.0 * double(rows * H));
-        if (fold_delta) continue;  // (the next layer's QKV GEMV and o projection add the delta)
+        if (fold_delta && l + 1 < m.layers.size()) continue;  // (the next layer's QKV GEMV and o add the delta)
         const kernels::AddDeltaRmsnormArgs add{h, m.mlp_delta.as<float>(), o.mlp_delta_copies,
                                                l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm,
                                                x, rows, H, eps};
@@ -1177,26 +1218,25 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   const int64_t V = c.vocab_size;
   launches_per_step_ = 0;
   m.counting = true;
+  const auto kept = [&](const char* what) { return options_.skip_launches.count(what) == 0; };
   // v1 also leaves the rows' sums of squares for the folded-norm layer loop (run_layers).
-  kernels::embedding_versions()[1].launch(
-      {m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size, m.norm_partials.as<float>()},
-      m.stream);
+  if (kept("embedding"))
+    kernels::embedding_versions()[1].launch(
+        {m.next_ids.as<int32_t>(), m.embed, m.h.as<bf16>(), batch, c.hidden_size, m.norm_partials.as<float>()},
+        m.stream);
   m.count("embedding", 2.0 * double(2 * batch * c.hidden_size));
   run_layers(m, c, options_, batch, m.next_positions.as<int32_t>(), m.decode_slots.as<int32_t>(), context_,
              max_position, /*decode=*/true);
-  const auto kept = [&](const char* what) { return options_.skip_launches.count(what) == 0; };
   if (kept("gemm_lm_head")) m.gemm("gemm_lm_head", m.x.as<bf16>(), m.lm_head, m.logits.as<bf16>(), batch, V, c.hidden_size);
-  if (kept("sample"))
-    m.sampler_for(batch)->launch(
+  const int launches = sample_and_advance(
+      *m.sampler_for(batch),
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
-       m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V, nullptr},
-      m.stream);
-  m.count("sample", 2.0 * double(batch * V));
-  kernels::launch(advance_kernel, dim3(1), dim3(32), 0, m.stream, m.sampled.as<int32_t>(), m.next_ids.as<int32_t>(),
-                  m.next_positions.as<int32_t>(), m.counts.as<int32_t>(),
-                  static_cast<const kernels::DeviceSampling*>(m.sampling.as<kernels::DeviceSampling>()), batch, V);
-  CUDA_CHECK_LAUNCH();
-  m.count("advance", 0.0);
+       m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V,
+       m.sample_workspace.as<float>()},
+      m.next_ids.as<int32_t>(), m.next_positions.as<int32_t>(), kept("sample"), kept("advance"),
+      options_.fold_advance, m.stream);
+  if (launches >= 1) m.count("sample", 2.0 * double(batch * V));  // (one launch: the sampler advanced the slots)
+  if (launches == 2) m.count("advance", 0.0);
   m.counting = false;
 }
 
@@ -1327,16 +1367,11 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
   });
   lengths_[size_t(slot)] = pos0 + T;
   // Sample the first new token and stage it, with its position, as the slot's next decode input.
-  m.sampler_for(slot + 1)->launch(
-      {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
-       m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot, m.sampled.as<int32_t>() + slot, 1, V,
-       nullptr},
-      m.stream);
-  kernels::launch(advance_kernel, dim3(1), dim3(32), 0, m.stream, m.sampled.as<int32_t>() + slot,
-                  m.next_ids.as<int32_t>() + slot, static_cast<int32_t*>(nullptr), m.counts.as<int32_t>() + slot * V,
-                  static_cast<const kernels::DeviceSampling*>(m.sampling.as<kernels::DeviceSampling>() + slot),
-                  int64_t(1), V);
-  CUDA_CHECK_LAUNCH();
+  sample_and_advance(*m.sampler_for(slot + 1),
+                     {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
+                      m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot,
+                      m.sampled.as<int32_t>() + slot, 1, V, m.sample_workspace.as<float>()},
+                     m.next_ids.as<int32_t>() + slot, nullptr, true, true, options_.fold_advance, m.stream);
   int32_t* staging = m.host_ints.as<int32_t>();
   staging[0] = int32_t(lengths_[size_t(slot)]);
   CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>() + slot, staging, 4, cudaMemcpyHostToDevice, m.stream));
@@ -1455,10 +1490,10 @@ void CudaEngine::forward(std::span<const int32_t> tokens, bool want_argmax_per_p
       const int64_t rows = std::min(m.logit_rows, n - r0);
       m.gemm("gemm_lm_head", m.x.as<bf16>() + r0 * H, m.lm_head, m.logits.as<bf16>(), rows, V, H);
       if (want_argmax_per_position) {
-        m.sample_plain->launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr,
-                                              nullptr, m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,
-                                              nullptr},
-                                             m.stream);
+        m.sample_plain->launch({m.logits.as<bf16>(), m.greedy.as<kernels::DeviceSampling>(), nullptr, nullptr,
+                                m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), rows, V,
+                                m.sample_workspace.as<float>()},
+                               m.stream);
         CUDA_CHECK(cudaMemcpyAsync(out.argmax.data() + first + r0, m.sampled.as<int32_t>(), size_t(rows) * 4,
                                    cudaMemcpyDeviceToHost, m.stream));
       }

@@ -154,6 +154,14 @@ struct EngineOptions {
   // H200, Qwen3-8B, context 128: batch 4 5.193 / 5.196 ms against 5.318 / 5.314, batch 8 1.022x (session 15).
   std::string gate_up_swiglu_batched_large = "v4_gate_up_swiglu_mma";
   std::string sample = "v1_sample_topk";
+  // The sampler where no slot samples with top-k (greedy and untruncated sampling). v2 splits the argmax over
+  // blocks (session 19); v0 walks a row in one block.
+  std::string sample_plain = "v2_sample_split";
+  bool fold_advance = true;  // the sampler advances the slots where it can (v2), instead of advance_kernel after it
+  // Batch-1 decode: the last layer's MLP as the one-launch MLP (decode_mlp) whose delta a small add + final RMSNorm
+  // launch folds in, as the other layers' MLPs (session 19); off: the normed gate|up and residual down GEMVs, then
+  // the final RMSNorm.
+  bool last_mlp_in_one_launch = true;
   std::string prefill_attention = "v0_attention";
   std::string rmsnorm = "v1_rmsnorm_vec";
   std::string add_rmsnorm = "v1_add_rmsnorm_vec";

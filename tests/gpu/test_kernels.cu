@@ -3549,7 +3549,10 @@ struct SampleBuffers {
         in_prompt(penalties_ ? size_t(rows_ * vocab_) : 0),
         step(static_cast<size_t>(rows_)),
         out(static_cast<size_t>(rows_)),
-        workspace(size_t(std::max<int64_t>(kernels::sample_workspace_floats(rows_, vocab_), 1))) {}
+        workspace(size_t(std::max<int64_t>(kernels::sample_workspace_floats(rows_, vocab_), 1))) {
+    // v2's row counters start at zero; each launch leaves them so.
+    CUDA_OK(cudaMemsetAsync(workspace.get(), 0, workspace.bytes(), test_stream()));
+  }
 
   SampleArgs args() const {
     return {reinterpret_cast<const kernels::bf16*>(logits.get()),
@@ -3715,6 +3718,105 @@ TEST_F(GpuTest, SampleGreedyAppliesPenalties) {
       true,
       {produced(buffers.logits), produced(buffers.counts), produced(buffers.in_prompt),
        produced(buffers.step)});
+}
+
+// v2_sample_split keeps per-row counters in its workspace; the engine shares one workspace between launches of
+// different row counts (the decode step's batch, the prefill's argmax rows, one slot's first token). A layout
+// that depended on the launch's row count would leave a counter non-zero and the row's token unwritten.
+TEST_F(GpuTest, SampleSplitSharesItsWorkspaceAcrossRowCounts) {
+  const auto& v2 = kernels::find_version(kernels::sample_versions(), "v2_sample_split");
+  const int64_t max_rows = 8, vocab = kVocab;
+  const std::string label = "sample v2 one workspace, rows 8 / 1 / 3 / 8 / 1";
+  const uint64_t seed = case_seed(label);
+  SampleBuffers buffers(max_rows, vocab, false);
+  std::vector<DeviceSampling> params(static_cast<size_t>(max_rows));
+  for (auto& p : params) p = device_params(ref::SamplingSpec{.temperature = 0}, 1);
+  buffers.params.upload(params);
+  int round = 0;
+  for (const int64_t rows : {8, 1, 3, 8, 1}) {
+    const auto logits = random_bf16(size_t(max_rows * vocab), ref::mix_seed(seed, uint64_t(round++)), -10, 10);
+    buffers.logits.upload(logits);
+    buffers.out.poison();
+    SampleArgs a = buffers.args();
+    a.rows = rows;
+    v2.launch(a, test_stream());
+    VersionRunner<SampleArgs>::finish(label);
+    const auto got = buffers.out.download();
+    for (int64_t r = 0; r < rows; ++r) {
+      const auto z = ref::penalized_logits(std::span<const uint16_t>(logits.data() + r * vocab, size_t(vocab)), {},
+                                           {}, {});
+      EXPECT_EQ(got[size_t(r)], ref::argmax(z)) << label << ": rows " << rows << ", row " << r;
+    }
+  }
+}
+
+// v2_sample_split with SampleArgs::next_ids does the engine's advance kernel's work in its last block: the token
+// becomes the row's next input, its position moves on, and rows with penalties count it. The tokens are v0's.
+TEST_F(GpuTest, SampleSplitAdvancesTheSlots) {
+  const auto& v0 = kernels::find_version(kernels::sample_versions(), "v0_sample");
+  const auto& v2 = kernels::find_version(kernels::sample_versions(), "v2_sample_split");
+  const int64_t rows = 4, vocab = kVocab;
+  const std::string label = "sample v2 advancing 4 rows";
+  const uint64_t seed = case_seed(label);
+  const auto logits = random_bf16(size_t(rows * vocab), ref::mix_seed(seed, 1), -8.0f, 8.0f);  // (rows, vocab)
+  std::vector<int32_t> counts(size_t(rows * vocab), 0);                                        // (rows, vocab)
+  std::vector<int32_t> history(600);
+  ref::fill_uniform_int(history, ref::mix_seed(seed, 2), 0, int32_t(rows * vocab - 1));
+  for (const int32_t i : history) counts[size_t(i)] += 1;
+  // Rows: greedy (0 and 2: counts given, penalties neutral); greedy with penalties; sampling with penalties.
+  std::vector<ref::SamplingSpec> specs(static_cast<size_t>(rows));
+  specs[0].temperature = 0;
+  specs[1].temperature = 0;
+  specs[1].repetition_penalty = 1.3;
+  specs[2].temperature = 0;
+  specs[3].temperature = 0.8;
+  specs[3].presence_penalty = 0.5;
+  std::vector<DeviceSampling> params;
+  for (int64_t r = 0; r < rows; ++r) params.push_back(device_params(specs[size_t(r)], 11 + uint64_t(r)));
+  const std::vector<int32_t> positions_before = {5, 17, 0, 300};
+  SampleBuffers buffers(rows, vocab, true);
+  buffers.logits.upload(logits);
+  buffers.params.upload(params);
+  buffers.in_prompt.upload(std::vector<uint8_t>(size_t(rows * vocab), 0));
+  const std::vector<uint64_t> zero_steps(size_t(rows), 0);
+
+  buffers.counts.upload(counts);
+  buffers.step.upload(zero_steps);
+  buffers.out.poison();
+  v0.launch(buffers.args(), test_stream());
+  VersionRunner<SampleArgs>::finish(label + " | v0");
+  const auto want = buffers.out.download();
+
+  DeviceArray<int32_t> next_ids(static_cast<size_t>(rows)), positions(static_cast<size_t>(rows));
+  next_ids.poison();
+  positions.upload(positions_before);
+  buffers.step.upload(zero_steps);
+  buffers.out.poison();
+  SampleArgs a = buffers.args();
+  a.next_ids = next_ids.get();
+  a.positions = positions.get();
+  a.counts = buffers.counts.get();
+  ASSERT_TRUE(v2.takes(a));
+  ASSERT_FALSE(v0.takes(a)) << "v0 does not advance: the engine must launch advance_kernel after it";
+  v2.launch(a, test_stream());
+  VersionRunner<SampleArgs>::finish(label + " | v2");
+  const auto got = buffers.out.download(), ids = next_ids.download(), moved = positions.download();
+  const auto counted = buffers.counts.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << label << ": row " << r << " differs from v0";
+    EXPECT_EQ(ids[size_t(r)], got[size_t(r)]) << label << ": row " << r << " next id";
+    EXPECT_EQ(moved[size_t(r)], positions_before[size_t(r)] + 1) << label << ": row " << r << " position";
+    const bool penalties = r == 1 || r == 3;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const size_t at = size_t(r * vocab + i);
+      const int32_t expected = counts[at] + (penalties && i == got[size_t(r)] ? 1 : 0);
+      if (counted[at] != expected) {
+        ADD_FAILURE() << label << ": row " << r << " count of id " << i << " is " << counted[at] << ", want "
+                      << expected;
+        break;
+      }
+    }
+  }
 }
 
 // Launches `version` `launches` times on `buffers` (steps start at 0), returning the tokens (launch, row).
