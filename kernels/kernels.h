@@ -415,6 +415,8 @@ struct NormGemvArgs {
   // v16 (v16_gemv_norm_ring_l2_first) only: bytes of each CTA's first rows (whole rows) it pulls into L2 before the
   // PDL wait, in place of v12's copies into its ring.
   int64_t l2_first_bytes = 0;
+  // v20 (v20_gemv_norm_ring_deep) only: ring groups of 4 rows issued before the PDL wait; 0: 4 (128 KB, v18's).
+  int32_t prewait_groups = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

@@ -172,6 +172,8 @@ void launch_gemv_norm_v19(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v19_supports(const NormGemvArgs&);
 void launch_gemv_norm_v18(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v18_supports(const NormGemvArgs&);
+void launch_gemv_norm_v20(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v20_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -532,6 +534,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                     "MLP's delta (the delta form only, k 4096; other args v10) "
                                     "(v12_gemv_ring_tokens.cu)",
        launch_gemv_norm_v19, gemv_norm_v19_supports},
+      {"v20_gemv_norm_ring_deep", "v18 with groups of 4 rows in 6 stages: the same 192 KB ring, 160 KB of it in "
+                                  "flight while a group is multiplied instead of 128 (other shapes v12) "
+                                  "(v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v20, gemv_norm_v20_supports},
   };
   return v;
 }

@@ -246,9 +246,11 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
 // arithmetic, and was close to the SMs' issue rate). The hidden size is a template parameter (a row is one 16-byte
 // piece a thread), a group's 8 copies come from one pointer at constant offsets, the stage index is carried, and
 // the bounds are handled only in the CTA's last group. The same rows, norm, dot products and sums as v12.
-template <int kK>
+// v20 (kGroup 4, kRingStages 6): the same ring bytes in smaller groups, so one more sixth of it is in flight while
+// a group is multiplied (160 KB instead of 128).
+template <int kK, int kGroup = 8, int kRingStages = kStages>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
-  constexpr int kGroup = 8, kInFlight = kStages - 1;
+  constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ float warp_sq[kWarps];
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   const int dots_stride = int((a.n + ctas - 1) / ctas);
   const int groups = (rows + kGroup - 1) / kGroup;
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
-  float* dots = reinterpret_cast<float*>(smem_raw + size_t(kStages) * kGroup * kThreads * 16);  // (kWarps, stride)
+  float* dots = reinterpret_cast<float*>(smem_raw + size_t(kRingStages) * kGroup * kThreads * 16);  // (kWarps, stride)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const uint64_t policy = make_evict_first_policy();
   const bf16* const w_rows = a.w + row0 * kK + threadIdx.x * 8;  // this thread's piece of the CTA's first row
@@ -283,12 +285,12 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
                             a.eps, kK, warp_sq, x);
   stamp(a.trace, kTraceNormed);
-  for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kStages - 1 ? 0 : stage + 1) {
+  for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];
     gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), min(kGroup, rows - g * kGroup), w);
     // Into the stage group g - 1 used: this thread has read its pieces of it.
-    issue(g + kInFlight, stage == 0 ? kStages - 1 : stage - 1);
+    issue(g + kInFlight, stage == 0 ? kRingStages - 1 : stage - 1);
     const float total = gemv_ring::dot_group<1, kGroup>(w, x);
     const int row = g * kGroup + warp_sum_transposed_index<kGroup>(lane);
     if (lane % (kWarpSize / kGroup) == 0 && row < rows) dots[warp * dots_stride + row] = total;
@@ -302,10 +304,10 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
 constexpr int kLeanK = 4096;
 
 // The ring, the warp sums (kBlock / 32, rows per CTA) and, for v17 (pair), h' as bf16 (hidden).
-template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false>
+template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false, int kRingStages = kStages>
 size_t smem_for(const NormGemvArgs& a) {
   const int64_t ctas = device_sm_count();
-  return gemv_ring::Ring<kVecs, kGroup, kStages, kStages - 1, kBlock>::kBytes +
+  return gemv_ring::Ring<kVecs, kGroup, kRingStages, kRingStages - 1, kBlock>::kBytes +
          size_t(kBlock / kWarpSize * ((a.n + ctas - 1) / ctas)) * sizeof(float) + (kPair ? size_t(a.k) * 2 : 0);
 }
 
@@ -432,14 +434,28 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 // the ring takes the shape; elsewhere v12.
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
+template <int kGroup, int kRingStages>
+void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
+  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages>;
+  const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
+  if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups);
+  CUDA_CHECK_LAUNCH();
+}
+
 void launch_gemv_norm_v18(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
-  const auto kernel = norm_gemv_lean_kernel<kLeanK>;
-  const size_t smem = smem_for<1, 8>(a);
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  // v12's two groups before the PDL wait.
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, kStages - 1);
-  CUDA_CHECK_LAUNCH();
+  launch_lean<8, kStages>(a, kStages - 1, stream);  // v12's two groups (128 KB) before the PDL wait
+}
+
+// v20_gemv_norm_ring_deep: v18 with groups of 4 rows in 6 stages (the same 192 KB): 160 KB in flight while a group
+// is multiplied instead of 128; the same 128 KB (4 groups) before the PDL wait. Elsewhere v12.
+bool gemv_norm_v20_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v20(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
+  launch_lean<4, 6>(a, a.prewait_groups > 0 ? a.prewait_groups : 4, stream);
 }
 
 }  // namespace qwen3::kernels

@@ -117,6 +117,7 @@ void register_bench(CLI::App& app) {
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
     std::string sample_plain;
+    int32_t qkv_prewait_groups = 0;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -223,6 +224,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-l2-lead-kb", o->mlp_l2_lead_kb,
                   "Tuning, --mlp v8_mlp_split_down_l2_lead: KB of each other CTA's rows they pull (default 192)")
       ->check(CLI::Range(0, 65536));
+  cmd->add_option("--qkv-prewait-groups", o->qkv_prewait_groups,
+                  "Tuning, --norm-gemv v20: ring groups of 4 rows issued before the PDL wait (0: 4)")
+      ->check(CLI::Range(0, 6));
   cmd->add_option("--qkv-l2-first-kb", o->qkv_l2_first_kb,
                   "Tuning, --norm-gemv v16_gemv_norm_ring_l2_first: KB of its first rows each CTA pulls into L2 "
                   "before the PDL wait (default 192)")
@@ -311,6 +315,7 @@ void register_bench(CLI::App& app) {
     options.mlp_l2_lead_ctas = o->mlp_l2_lead_ctas;
     if (o->mlp_l2_lead_kb) options.mlp_l2_lead_bytes = *o->mlp_l2_lead_kb << 10;
     if (o->qkv_l2_first_kb) options.qkv_l2_first_bytes = *o->qkv_l2_first_kb << 10;
+    options.qkv_prewait_groups = o->qkv_prewait_groups;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -455,6 +460,7 @@ void register_bench(CLI::App& app) {
     j["attention_l2_prefetch_bytes"] = options.attention_l2_prefetch_bytes;
     j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
+    j["qkv_prewait_groups"] = options.qkv_prewait_groups;
     j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;

@@ -996,6 +996,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           a.residual_delta = pending_delta;
           a.delta_copies = pending_delta ? o.mlp_delta_copies : 1;
           a.l2_first_bytes = o.qkv_l2_first_bytes / 16 * 16;
+          a.prewait_groups = o.qkv_prewait_groups;
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;

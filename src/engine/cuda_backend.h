@@ -58,6 +58,7 @@ struct EngineOptions {
   // v16_gemv_norm_ring_l2_first only: bytes of each CTA's first QKV rows it pulls into L2 before the PDL wait
   // (NormGemvArgs::l2_first_bytes).
   int64_t qkv_l2_first_bytes = int64_t(192) << 10;
+  int32_t qkv_prewait_groups = 0;  // norm_gemv v20: ring groups before the PDL wait (0: the version's default)
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
