@@ -417,6 +417,11 @@ struct NormGemvArgs {
   int64_t l2_first_bytes = 0;
   // v20 (v20_gemv_norm_ring_deep) only: ring groups of 4 rows issued before the PDL wait; 0: 4 (128 KB, v18's).
   int32_t prewait_groups = 0;
+  // v21 (v21_gemv_norm_ring_claimed) only: two uint32 counters, zero before its first launch (each launch leaves
+  // them zero), from which CTAs claim the groups of 8 rows past their first claim_static_groups (0: 4). nullptr:
+  // v18's fixed rows.
+  uint32_t* claims = nullptr;
+  int32_t claim_static_groups = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

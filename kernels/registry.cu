@@ -174,6 +174,8 @@ void launch_gemv_norm_v18(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v18_supports(const NormGemvArgs&);
 void launch_gemv_norm_v20(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v20_supports(const NormGemvArgs&);
+void launch_gemv_norm_v21(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v21_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -538,6 +540,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                   "flight while a group is multiplied instead of 128 (other shapes v12) "
                                   "(v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v20, gemv_norm_v20_supports},
+      {"v21_gemv_norm_ring_claimed", "v18 whose CTAs take the groups past their first 4 from a shared queue, so "
+                                     "that CTAs resident early take more (needs NormGemvArgs::claims; else v18) "
+                                     "(v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v21, gemv_norm_v21_supports},
   };
   return v;
 }

@@ -241,6 +241,23 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
   if constexpr (kPair) cluster_wait_before_exit();
 }
 
+// The start of the lean kernels (v18, v20, v21): `before_wait` of the first `in_flight` ring groups issued
+// (issue(g, stage g)), the norm weight loaded, the PDL wait, the other first groups issued, then this thread's
+// piece of the normed input in x.
+template <int kK, class Issue>
+__device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight, Issue&& issue,
+                                              float* warp_sq, float (&x)[1][8]) {
+  for (int g = 0; g < before_wait; ++g) issue(g, g);
+  uint4 norm_w[1];
+  gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
+  pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  stamp(a.trace, kTraceWaited);
+  for (int g = before_wait; g < in_flight; ++g) issue(g, g);
+  normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
+                            a.eps, kK, warp_sq, x);
+  stamp(a.trace, kTraceNormed);
+}
+
 // v18 (norm_gemv_lean_kernel): v12's work with its ring's bookkeeping cut, as norm_mlp v13 cut v10's (ITERATIONS.md
 // session 17: the MLP's ring spent ~3 instructions of bounds checks, 64-bit addresses and branches for each one of
 // arithmetic, and was close to the SMs' issue rate). The hidden size is a template parameter (a row is one 16-byte
@@ -274,17 +291,8 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
     }
     cp_async_commit();
   };
-  const int before_wait = min(prewait_groups, kInFlight);
-  for (int g = 0; g < before_wait; ++g) issue(g, g);
-  uint4 norm_w[1];
-  gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
-  pdl_wait();  // the residual, its partials or delta come from earlier kernels
-  stamp(a.trace, kTraceWaited);
-  for (int g = before_wait; g < kInFlight; ++g) issue(g, g);
   float x[1][8];
-  normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
-                            a.eps, kK, warp_sq, x);
-  stamp(a.trace, kTraceNormed);
+  lean_prologue<kK>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x);
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];
@@ -301,6 +309,101 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   write_row_sums<kThreads>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
 }
+// v21 (norm_gemv_claimed_kernel): v18's ring whose CTAs take part of their groups of 8 rows from a shared queue.
+// Session 19's trace: a CTA resident just before the MLP's end has its two ring groups still in flight at the PDL
+// release and ends its 47 rows ~2 us after one resident for 13-16 us; the attention waits for the last. Here CTA c
+// owns `static_groups` groups (c * static_groups ...), and the groups past ctas * static_groups go to whoever
+// asks first: thread 0 claims one (an atomic on claims[0]) kClaimAhead iterations before the ring issues it, so a
+// CTA that runs ahead takes more. Each row's dot product is v18's (the same pieces a thread, the same warp sums in
+// the same order): the output is v18's bit for bit. The last CTA to finish (claims[1]) zeroes both counters.
+constexpr int kClaimAhead = kStages;     // a claimed group's index is shared (a barrier) before the ring issues it
+constexpr int kMaxClaimedGroups = 16;    // a CTA's groups at most: its dots' rows are (kWarps, 16 x 8)
+
+template <int kK>
+__global__ void __launch_bounds__(kThreads, 1) norm_gemv_claimed_kernel(NormGemvArgs a, int static_groups) {
+  constexpr int kGroup = 8, kInFlight = kStages - 1, kDotsStride = kMaxClaimedGroups * kGroup;
+  static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
+  static_assert(kClaimAhead > kInFlight, "a group is claimed before it is issued");
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ float warp_sq[kWarps];
+  __shared__ int32_t claimed_group[kMaxClaimedGroups];  // the global group of local group j >= static_groups, or -1
+  pdl_launch_dependents();
+  stamp(a.trace, kTraceStart);
+  const int32_t groups_total = int32_t((a.n + kGroup - 1) / kGroup);
+  const int32_t pool_first = int32_t(gridDim.x) * static_groups;
+  // The global group of local group j (-1: none). Static groups need no shared memory (issued before the wait).
+  const auto group_of = [&](int j) -> int32_t {
+    if (j < static_groups) {
+      const int32_t g = int32_t(blockIdx.x) * static_groups + j;
+      return g < groups_total ? g : -1;
+    }
+    return j < kMaxClaimedGroups ? claimed_group[j] : -1;
+  };
+  const auto rows_of = [&](int32_t g) {
+    const int64_t left = a.n - int64_t(g) * kGroup;
+    return int(left < kGroup ? left : kGroup);
+  };
+  uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
+  float* dots = reinterpret_cast<float*>(smem_raw + size_t(kStages) * kGroup * kThreads * 16);  // (kWarps, stride)
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const uint64_t policy = make_evict_first_policy();
+  const bf16* const w_piece = a.w + threadIdx.x * 8;  // this thread's piece of row 0
+  const auto issue = [&](int j, int stage) {
+    const int32_t g = group_of(j);
+    if (g >= 0) {
+      gemv_ring::copy_rows<kGroup, kK>(ring + stage * (kGroup * kThreads), w_piece + int64_t(g) * kGroup * kK,
+                                       rows_of(g), policy);
+    }
+    cp_async_commit();
+  };
+  float x[1][8];
+  lean_prologue<kK>(a, min(a.prewait_groups > 0 ? int(a.prewait_groups) : kInFlight, kInFlight), kInFlight, issue,
+                    warp_sq, x);
+  bool claiming = true;  // (thread 0) until a claim comes back empty or the CTA holds kMaxClaimedGroups
+  int local_groups = 0;
+  for (int j = 0, stage = 0; group_of(j) >= 0; ++j, stage = stage == kStages - 1 ? 0 : stage + 1) {
+    const int32_t g = group_of(j);
+    const int rows = rows_of(g);
+    // Thread 0 claims local group j + kClaimAhead now; its answer is stored after this group's arithmetic.
+    const int ahead = j + kClaimAhead;
+    int32_t claim = -1;
+    const bool claims_now = threadIdx.x == 0 && ahead >= static_groups && ahead < kMaxClaimedGroups;
+    if (claims_now && claiming) claim = pool_first + int32_t(atomicAdd(a.claims, 1u));
+    cp_async_wait<kInFlight - 1>();
+    uint4 w[kGroup][1];
+    gemv_ring::read_rows<kGroup>(ring + stage * (kGroup * kThreads), rows, w);
+    issue(j + kInFlight, stage == 0 ? kStages - 1 : stage - 1);  // into the stage group j - 1 used
+    const float total = gemv_ring::dot_group<1, kGroup>(w, x);
+    const int row = j * kGroup + warp_sum_transposed_index<kGroup>(lane);
+    if (lane % (kWarpSize / kGroup) == 0 && row - j * kGroup < rows) dots[warp * kDotsStride + row] = total;
+    if (claims_now) {
+      if (claim >= groups_total) claim = -1;
+      claiming = claiming && claim >= 0;
+      claimed_group[ahead] = claim;
+    }
+    local_groups = j + 1;
+    __syncthreads();  // the claimed group visible before the ring issues it (iteration ahead - kInFlight)
+  }
+  cp_async_wait<0>();
+  stamp(a.trace, kTraceRowsDone);
+  __syncthreads();
+  for (int i = threadIdx.x; i < local_groups * kGroup; i += kThreads) {  // write_row_sums over scattered groups
+    const int32_t g = group_of(i / kGroup);
+    const int64_t row = int64_t(g) * kGroup + i % kGroup;
+    if (row >= a.n) continue;
+    float sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) sum += dots[w * kDotsStride + i];
+    a.y[row] = __float2bfloat16_rn(sum);
+  }
+  if (threadIdx.x == 0) {  // every claim of this CTA is made: the last CTA here resets the queue for the next launch
+    if (atomicAdd(a.claims + 1, 1u) == gridDim.x - 1) {
+      a.claims[0] = 0;
+      a.claims[1] = 0;
+    }
+  }
+  stamp(a.trace, kTraceEnd);
+}
+
 constexpr int kLeanK = 4096;
 
 // The ring, the warp sums (kBlock / 32, rows per CTA) and, for v17 (pair), h' as bf16 (hidden).
@@ -456,6 +559,25 @@ bool gemv_norm_v20_supports(const NormGemvArgs& a) { return gemv_norm_v12_suppor
 void launch_gemv_norm_v20(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
   launch_lean<4, 6>(a, a.prewait_groups > 0 ? a.prewait_groups : 4, stream);
+}
+
+// v21_gemv_norm_ring_claimed: v18 with the groups past each CTA's first `claim_static_groups` (default 4: 528 of
+// Qwen3-8B's 768 QKV groups) taken from a queue (NormGemvArgs::claims). Without claims, or where v18 would not run
+// its kernel: v18.
+bool gemv_norm_v21_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
+
+void launch_gemv_norm_v21(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.claims == nullptr || a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v18(a, stream);
+  const auto kernel = norm_gemv_claimed_kernel<kLeanK>;
+  const size_t smem = gemv_ring::Ring<1, 8, kStages>::kBytes + size_t(kWarps) * kMaxClaimedGroups * 8 * sizeof(float);
+  if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v18(a, stream);
+  const int static_groups = max(kClaimAhead, a.claim_static_groups > 0 ? int(a.claim_static_groups) : 4);
+  const int64_t ctas = device_sm_count(), groups = (a.n + 7) / 8;
+  // (every group must find a CTA with room: ctas x kMaxClaimedGroups of them)
+  if (static_groups > kMaxClaimedGroups || ctas * kMaxClaimedGroups < groups) return launch_gemv_norm_v18(a, stream);
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch(kernel, dim3(unsigned(ctas)), dim3(kThreads), smem, stream, a, static_groups);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qwen3::kernels

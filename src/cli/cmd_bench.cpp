@@ -117,7 +117,7 @@ void register_bench(CLI::App& app) {
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
     std::string sample_plain;
-    int32_t qkv_prewait_groups = 0;
+    int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -227,6 +227,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--qkv-prewait-groups", o->qkv_prewait_groups,
                   "Tuning, --norm-gemv v20: ring groups of 4 rows issued before the PDL wait (0: 4)")
       ->check(CLI::Range(0, 6));
+  cmd->add_option("--qkv-claim-static-groups", o->qkv_claim_static_groups,
+                  "Tuning, --norm-gemv v21: groups of 8 rows a CTA owns before it takes more from the queue (0: 4)")
+      ->check(CLI::Range(0, 16));
   cmd->add_option("--qkv-l2-first-kb", o->qkv_l2_first_kb,
                   "Tuning, --norm-gemv v16_gemv_norm_ring_l2_first: KB of its first rows each CTA pulls into L2 "
                   "before the PDL wait (default 192)")
@@ -316,6 +319,7 @@ void register_bench(CLI::App& app) {
     if (o->mlp_l2_lead_kb) options.mlp_l2_lead_bytes = *o->mlp_l2_lead_kb << 10;
     if (o->qkv_l2_first_kb) options.qkv_l2_first_bytes = *o->qkv_l2_first_kb << 10;
     options.qkv_prewait_groups = o->qkv_prewait_groups;
+    options.qkv_claim_static_groups = o->qkv_claim_static_groups;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -461,6 +465,7 @@ void register_bench(CLI::App& app) {
     j["pdl_trigger"] = options.pdl_trigger;
     j["norm_gemv"] = options.norm_gemv;
     j["qkv_prewait_groups"] = options.qkv_prewait_groups;
+    j["qkv_claim_static_groups"] = options.qkv_claim_static_groups;
     j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;

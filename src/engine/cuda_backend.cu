@@ -59,6 +59,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.fused_swiglu = false;
     o.fold_norms = false;
     o.sample = "v0_sample";
+    o.sample_plain = "v0_sample";
     o.pdl = false;
     return o;
   }
@@ -79,6 +80,7 @@ EngineOptions EngineOptions::preset(const std::string& name) {
     o.fused_swiglu = false;
     o.fold_norms = false;
     o.sample = "v0_sample";
+    o.sample_plain = "v0_sample";
     o.cuda_graph = false;
     o.pdl = false;
     return o;
@@ -263,6 +265,7 @@ struct CudaEngine::Impl {
   DeviceBuffer down_t;      // (layers - 1, intermediate, hidden): the layers' w_down transposed, for mlp
   DeviceBuffer mlp_delta;   // (copies, tokens, hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
+  DeviceBuffer qkv_claims;  // 2 words: norm_gemv v21's queue of row groups, zeroed once (each launch leaves them so)
   // (2, CTAs) %globaltimer stamps for v12: layer l reads row (l + 1) % 2 (the previous layer's) and writes row l % 2,
   // so a launch never reads what it writes (NormMlpArgs::lateness_in); zeroed once (no transfer at first).
   DeviceBuffer mlp_lateness;
@@ -488,6 +491,8 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaMemset(m.mlp_delta.as<void>(), 0, m.mlp_delta.bytes()));
     m.mlp_sync = DeviceBuffer(2 * sizeof(uint32_t));
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
+    m.qkv_claims = DeviceBuffer(2 * sizeof(uint32_t));  // norm_gemv v21's queue
+    CUDA_CHECK(cudaMemset(m.qkv_claims.as<void>(), 0, m.qkv_claims.bytes()));
     kernels::NormMlpArgs probe{};
     probe.ctas = options_.mlp_ctas;
     m.mlp_ctas = kernels::norm_mlp_ctas(probe);
@@ -997,6 +1002,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           a.delta_copies = pending_delta ? o.mlp_delta_copies : 1;
           a.l2_first_bytes = o.qkv_l2_first_bytes / 16 * 16;
           a.prewait_groups = o.qkv_prewait_groups;
+          a.claims = m.qkv_claims.as<uint32_t>();  // (v21)
+          a.claim_static_groups = o.qkv_claim_static_groups;
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;

@@ -59,6 +59,7 @@ struct EngineOptions {
   // (NormGemvArgs::l2_first_bytes).
   int64_t qkv_l2_first_bytes = int64_t(192) << 10;
   int32_t qkv_prewait_groups = 0;  // norm_gemv v20: ring groups before the PDL wait (0: the version's default)
+  int32_t qkv_claim_static_groups = 0;  // norm_gemv v21: a CTA's own row groups before the queue (0: 4)
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a

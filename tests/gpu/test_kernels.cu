@@ -1948,6 +1948,8 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
     const auto residual_d = to_device(in.residual);
     const auto weight_d = to_device(in.weight);
     const auto w_d = to_device(w);
+    DeviceArray<uint32_t> claims_d(2);
+    CUDA_OK(cudaMemsetAsync(claims_d.get(), 0, claims_d.bytes(), test_stream()));
     for (const int64_t m : c.ms)
       for (const PartialLayout& layout : kPartialLayouts) {
         const std::string label = base + " m=" + str(m) + " " + layout.name;
@@ -1966,6 +1968,8 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
                           c.k,
                           m == 2 ? 0.5f : 0.0f};  // m == 2: also the late PDL trigger
         args.l2_first_bytes = 48 * 1024 + 16;    // (v16) a hint only: a part of its rows, not a whole number of them
+        args.claims = claims_d.get();             // (v21) its queue; every launch leaves it zero
+        args.claim_static_groups = m == 1 ? 0 : 5;
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -2105,6 +2109,8 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
         random_f32(size_t(kMaxM * kernels::kMaxNormPartials), ref::mix_seed(case_seed(base), 5), 1e4f, 1e6f);
     const auto partials_d = to_device(garbage);
     const auto w_d = to_device(w);
+    DeviceArray<uint32_t> claims_d(2);
+    CUDA_OK(cudaMemsetAsync(claims_d.get(), 0, claims_d.bytes(), test_stream()));
     for (const int32_t copies : {1, 3}) {
       const std::string copies_base = base + (copies > 1 ? " delta_copies=" + str(copies) : "");
       const DeltaNormInputs in = make_delta_norm_inputs(copies_base, kMaxM, c.k, copies);
@@ -2132,6 +2138,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
         args.residual_delta = delta_d.get();
         args.delta_copies = copies;
         args.l2_first_bytes = m == 1 ? 64 * 1024 : 0;  // (v16) a hint only
+        args.claims = claims_d.get();                   // (v21) its queue; every launch leaves it zero
         EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
         if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
         runner.run(
@@ -2366,6 +2373,8 @@ TEST_F(GpuTest, NormGateUpSwigluMatchesReference) {
     const auto residual_d = to_device(in.residual);
     const auto weight_d = to_device(in.weight);
     const auto w_d = to_device(w);
+    DeviceArray<uint32_t> claims_d(2);
+    CUDA_OK(cudaMemsetAsync(claims_d.get(), 0, claims_d.bytes(), test_stream()));
     for (const int64_t m : c.ms)
       for (const PartialLayout& layout : kPartialLayouts) {
         const std::string label = base + " m=" + str(m) + " " + layout.name;
