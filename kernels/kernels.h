@@ -220,8 +220,9 @@ struct QkvAttentionOArgs {
   // version's code doing v9's work). Diagnostics: bit 4 warms the attention up on the next kv head's K/V rows, bit 8
   // on one K/V row read as every key's. v17 (v17_qkv_attention_o_warm_rows): bit 1 no first o pass, bit 2 one in the
   // CTAs with a split too, bit 8 those pull their unstaged o rows into L2 after their split; diagnostic bit 4: the
-  // first pass reads shared memory in place of the unstaged rows. v20-v23 take it as v17 does, where they run
-  // v17's first pass (v23 where it runs v17 or v22).
+  // first pass reads shared memory in place of the unstaged rows; bit 16 / 32: the CTAs without a split pull the
+  // split CTAs' unstaged o rows into L2 after / before their first pass. v20-v25 take it as v17 does, where they
+  // run v17's first pass (v23 and v25 where they run v17 or v22).
   int32_t warm_code = 0;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

@@ -652,6 +652,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (warp != 0) return;
     for (int i = staged + lane; i < rows; i += kWarpSize) prefetch_l2_bulk(w_rows + i * q_dim, uint32_t(q_dim * 2));
   };
+  // v17 (warm_code bit 16 / 32): a CTA without a split pulls its share of the split CTAs' unstaged o rows into L2
+  // after / before its first pass, a row per lane of warp 0. Otherwise those rows come from HBM after the merge,
+  // at one SM's rate, and the split CTAs end ~1.5 us after the others (session 19's trace).
+  [[maybe_unused]] const auto pull_split_rows = [&] {
+    const int split_ctas = splits * int(p.kv_heads), others = int(gridDim.x) - split_ctas;
+    const int unstaged = rows_per_cta - l.staged_rows;
+    if (warp != 0 || others <= 0 || unstaged <= 0 || cta < split_ctas) return;
+    const int total = split_ctas * unstaged, me = cta - split_ctas;
+    for (int u = me * total / others + lane, end = (me + 1) * total / others; u < end; u += kWarpSize) {
+      const int64_t row = int64_t(u / unstaged) * rows_per_cta + l.staged_rows + u % unstaged;
+      if (row < a.hidden) prefetch_l2_bulk(a.w_o + row * q_dim, uint32_t(q_dim * 2));
+    }
+  };
   // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
   if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
@@ -976,6 +989,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int pass = 0; pass < o_passes; ++pass) {
   [[maybe_unused]] const bool last_pass = pass == o_passes - 1;
   if constexpr (kWarmRows == 1) {
+    if (!last_pass && (a.warm_code & 32)) pull_split_rows();
     if (last_pass)
       receive_heads();
     else if (staged > 0)
@@ -1026,6 +1040,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kWarmRows == 1) {
     if (!last_pass) stamp(a.trace, kTraceOStaged);
+    if (!last_pass && (a.warm_code & 16)) pull_split_rows();
   }
   }
   if (kOVecs == 0) stamp(a.trace, kTraceORows);

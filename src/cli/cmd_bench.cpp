@@ -184,8 +184,9 @@ void register_bench(CLI::App& app) {
                   "attention's (0: every warm-up runs); diagnostics: 4 warms the attention up on the next kv "
                   "head's rows, 8 on one row as every key's. v17's first o pass: 1 none, 2 in the CTAs with a "
                   "split too, 8 those pull their unstaged rows into L2 instead; diagnostic 4: on shared memory in "
-                  "place of the unstaged rows")
-      ->check(CLI::Range(0, 15));
+                  "place of the unstaged rows; 16 / 32 the CTAs without a split pull the split CTAs' unstaged rows "
+                  "into L2 after / before it")
+      ->check(CLI::Range(0, 63));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
