@@ -387,13 +387,9 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_claimed_kernel(NormGemv
   cp_async_wait<0>();
   stamp(a.trace, kTraceRowsDone);
   __syncthreads();
-  for (int i = threadIdx.x; i < local_groups * kGroup; i += kThreads) {  // write_row_sums over scattered groups
-    const int32_t g = group_of(i / kGroup);
-    const int64_t row = int64_t(g) * kGroup + i % kGroup;
-    if (row >= a.n) continue;
-    float sum = 0.0f;
-    for (int w = 0; w < kWarps; ++w) sum += dots[w * kDotsStride + i];
-    a.y[row] = __float2bfloat16_rn(sum);
+  for (int j = 0; j < local_groups; ++j) {  // the groups lie apart in y
+    const int32_t g = group_of(j);
+    write_row_sums<kThreads>(dots + j * kGroup, kDotsStride, rows_of(g), a.y + int64_t(g) * kGroup);
   }
   if (threadIdx.x == 0) {  // every claim of this CTA is made: the last CTA here resets the queue for the next launch
     if (atomicAdd(a.claims + 1, 1u) == gridDim.x - 1) {

@@ -32,6 +32,11 @@ __device__ __forceinline__ float next_uniform(uint64_t seed, uint64_t* step) {
   return float(double(bits >> 11) * 0x1.0p-53);
 }
 
+// Whether a row's sampling applies any penalty (repetition, presence, frequency) to the tokens it has seen.
+__device__ __forceinline__ bool has_penalties(const DeviceSampling& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 struct RowView {
   const bf16* logits;
   const int32_t* counts;     // or nullptr
@@ -39,10 +44,7 @@ struct RowView {
   DeviceSampling p;
 
   // Whether adjusted(i) is the logit itself: no counts, or penalties that leave every logit as it is.
-  __device__ __forceinline__ bool neutral() const {
-    return counts == nullptr ||
-           (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f);
-  }
+  __device__ __forceinline__ bool neutral() const { return counts == nullptr || !has_penalties(p); }
 
   __device__ __forceinline__ float adjusted(int64_t i) const {
     float z = __bfloat162float(logits[i]);

@@ -115,9 +115,7 @@ __global__ void __launch_bounds__(kThreads) sample_split_kernel(SampleArgs a) {
     const int32_t token = a.out_tokens[r];
     a.next_ids[r] = token;
     if (a.positions != nullptr) a.positions[r] += 1;
-    const DeviceSampling& p = row.p;
-    const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
-    if (penalties && a.counts != nullptr) a.counts[r * vocab + token] += 1;
+    if (has_penalties(row.p) && a.counts != nullptr) a.counts[r * vocab + token] += 1;
   }
 }
 

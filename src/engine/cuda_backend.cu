@@ -158,22 +158,22 @@ __global__ void advance_kernel(const int32_t* __restrict__ sampled, int32_t* __r
 
 // Samples a.rows rows and makes each token its slot's next decode input: in the sampler's own launch where it
 // takes that (SampleArgs::next_ids, v2_sample_split), else with advance_kernel after it. Returns the launches.
-// `positions` may be nullptr (the caller stages them); a.token_counts is the counts' memory.
-int sample_and_advance(const kernels::KernelVersion<kernels::SampleArgs>& sampler, kernels::SampleArgs a,
-                       int32_t* next_ids, int32_t* positions, bool sample, bool advance, bool fold,
+// `positions` may be nullptr (the caller stages them); `counts` is a.token_counts' memory.
+int sample_and_advance(const kernels::KernelVersion<kernels::SampleArgs>& sampler, const kernels::SampleArgs& a,
+                       int32_t* next_ids, int32_t* positions, int32_t* counts, bool sample, bool advance, bool fold,
                        cudaStream_t stream) {
   kernels::SampleArgs folded = a;
   folded.next_ids = next_ids;
   folded.positions = positions;
-  folded.counts = const_cast<int32_t*>(a.token_counts);
+  folded.counts = counts;
   if (fold && sample && advance && sampler.takes(folded)) {
     sampler.launch(folded, stream);
     return 1;
   }
   if (sample) sampler.launch(a, stream);
   if (advance) {
-    kernels::launch(advance_kernel, dim3(1), dim3(32), 0, stream, a.out_tokens, next_ids, positions, folded.counts,
-                    a.params, a.rows, a.vocab);
+    kernels::launch(advance_kernel, dim3(1), dim3(32), 0, stream, a.out_tokens, next_ids, positions, counts, a.params,
+                    a.rows, a.vocab);
     CUDA_CHECK_LAUNCH();
   }
   return int(sample) + int(advance);
@@ -781,6 +781,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     m.add_rmsnorm->launch({h, tmp, w, x, rows, H, eps}, s);
     m.count("add_rmsnorm", 2.0 * double(4 * rows * H + H));
   };
+  // h = bf16(h + bf16(Σ delta copies)), then + addend where given; the copies zeroed; x = norm(h) with `w`.
+  // launch false: counted, not launched (--skip).
+  auto add_delta_rmsnorm = [&](const bf16* w, const bf16* addend = nullptr, bool launch = true) {
+    if (launch)
+      m.add_delta_rmsnorm->launch({h, m.mlp_delta.as<float>(), o.mlp_delta_copies, w, x, rows, H, eps, addend}, s);
+    m.count("add_delta_rmsnorm",
+            2.0 * double((addend ? 4 : 3) * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+  };
   const kernels::KernelVersion<kernels::AttentionArgs>* attention =
       decode ? m.decode_attention : m.prefill_attention;
   kernels::AttentionArgs attention_args{q, nullptr, nullptr, attn, positions, slots, rows, c.num_heads,
@@ -982,6 +990,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         mlp_with_o = !mlp_in_one_launch && m.mlp->supports && m.mlp->takes(mlp_with_o_args(m.layers[0]));
       }
     }
+    // The one-launch MLP's bytes: gate|up and down rows, h and the norm weight, the delta written and read.
+    const double mlp_bytes = 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H);
     float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
     bool qkv_ready = false;          // the previous layer's MLP launch computed this layer's QKV (v3)
     for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -1017,8 +1027,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           throw std::logic_error("run_layers: v7_mlp_with_o needs the fused decode attention");
         if (kept("mlp_split_down")) m.mlp->launch(mlp_with_o_args(L), s);
         // The o rows, the attention output, h read and written, the delta read and zeroed; then the MLP.
-        m.count("mlp_split_down", o_residual_bytes + 8.0 * double(o.mlp_delta_copies * H) +
-                                      2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H));
+        m.count("mlp_split_down", o_residual_bytes + 8.0 * double(o.mlp_delta_copies * H) + mlp_bytes);
         pending_delta = m.mlp_delta.as<float>();
         continue;
       }
@@ -1030,7 +1039,6 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (mlp_in_one_launch && l + 1 < m.layers.size()) {
         const LayerDevice* next = mlp_runs_next_qkv ? &m.layers[l + 1] : nullptr;
         if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, next), s);
-        const double mlp_bytes = 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H);
         // With the next QKV GEMV: its weights and output, and the delta read once more.
         m.count("mlp_split_down", mlp_bytes + (next ? 2.0 * double((QD + 2 * KVD) * (H + 1) + H) + 4.0 * double(H)
                                                     : 0.0));
@@ -1041,11 +1049,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       if (mlp_in_one_launch && attention_o_ran && L.w_down_t && !mlp_runs_next_qkv) {
         // The last layer: the same MLP launch, then h += delta (the delta zeroed) and the final norm into x.
         if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, nullptr), s);
-        m.count("mlp_split_down", 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H));
-        if (kept("add_delta_rmsnorm"))
-          m.add_delta_rmsnorm->launch({h, m.mlp_delta.as<float>(), o.mlp_delta_copies, m.final_norm, x, rows, H, eps},
-                                      s);
-        m.count("add_delta_rmsnorm", 2.0 * double(3 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+        m.count("mlp_split_down", mlp_bytes);
+        add_delta_rmsnorm(m.final_norm, nullptr, kept("add_delta_rmsnorm"));
         return;
       }
       if (!attention_o_ran && !fused_attention(L, k_cache, v_cache)) {
@@ -1164,9 +1169,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const bool swiglu_in_gemv = o.fused_swiglu && !m.cublas && (rows == 1 || batched_swiglu);
     if (o.fused) {
       if (fold_delta) {  // h = bf16(bf16(h + bf16(delta)) + o output), the delta zeroed, x = norm(h)
-        m.add_delta_rmsnorm->launch({h, m.mlp_delta.as<float>(), o.mlp_delta_copies, L.post_norm, x, rows, H, eps, tmp},
-                                    s);
-        m.count("add_delta_rmsnorm", 2.0 * double(4 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+        add_delta_rmsnorm(L.post_norm, tmp);
       } else {
         add_rmsnorm(L.post_norm);
       }
@@ -1174,11 +1177,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         if (o.skip_launches.count("mlp_split_down") == 0) m.mlp_batched->launch(batched_mlp_args(L), s);
         m.count("mlp_split_down", 2.0 * double(3 * I * H + rows * H) + 4.0 * double(rows * H));
         if (fold_delta && l + 1 < m.layers.size()) continue;  // (the next layer's QKV GEMV and o add the delta)
-        const kernels::AddDeltaRmsnormArgs add{h, m.mlp_delta.as<float>(), o.mlp_delta_copies,
-                                               l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm,
-                                               x, rows, H, eps};
-        m.add_delta_rmsnorm->launch(add, s);
-        m.count("add_delta_rmsnorm", 2.0 * double(3 * rows * H + H) + 8.0 * double(o.mlp_delta_copies * rows * H));
+        add_delta_rmsnorm(l + 1 < m.layers.size() ? m.layers[l + 1].input_norm : m.final_norm);
         continue;
       }
       if (swiglu_in_gemv) {
@@ -1241,8 +1240,8 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
       {m.logits.as<bf16>(), m.sampling.as<kernels::DeviceSampling>(), m.counts.as<int32_t>(),
        m.in_prompt.as<uint8_t>(), m.steps.as<uint64_t>(), m.sampled.as<int32_t>(), batch, V,
        m.sample_workspace.as<float>()},
-      m.next_ids.as<int32_t>(), m.next_positions.as<int32_t>(), kept("sample"), kept("advance"),
-      options_.fold_advance, m.stream);
+      m.next_ids.as<int32_t>(), m.next_positions.as<int32_t>(), m.counts.as<int32_t>(), kept("sample"),
+      kept("advance"), options_.fold_advance, m.stream);
   if (launches >= 1) m.count("sample", 2.0 * double(batch * V));  // (one launch: the sampler advanced the slots)
   if (launches == 2) m.count("advance", 0.0);
   m.counting = false;
@@ -1379,7 +1378,8 @@ int32_t CudaEngine::prefill(int64_t slot, std::span<const int32_t> tokens) {
                      {logits_row, m.sampling.as<kernels::DeviceSampling>() + slot, m.counts.as<int32_t>() + slot * V,
                       m.in_prompt.as<uint8_t>() + slot * V, m.steps.as<uint64_t>() + slot,
                       m.sampled.as<int32_t>() + slot, 1, V, m.sample_workspace.as<float>()},
-                     m.next_ids.as<int32_t>() + slot, nullptr, true, true, options_.fold_advance, m.stream);
+                     m.next_ids.as<int32_t>() + slot, nullptr, m.counts.as<int32_t>() + slot * V, true, true,
+                     options_.fold_advance, m.stream);
   int32_t* staging = m.host_ints.as<int32_t>();
   staging[0] = int32_t(lengths_[size_t(slot)]);
   CUDA_CHECK(cudaMemcpyAsync(m.next_positions.as<int32_t>() + slot, staging, 4, cudaMemcpyHostToDevice, m.stream));
