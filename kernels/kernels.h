@@ -224,6 +224,13 @@ struct QkvAttentionOArgs {
   // split CTAs' unstaged o rows into L2 after / before their first pass. v20-v25 take it as v17 does, where they
   // run v17's first pass (v23 and v25 where they run v17 or v22).
   int32_t warm_code = 0;
+  // Tuning, v26 (v26_qkv_attention_o_paced) only: the staged o rows a CTA without a split keeps in flight (0: 4),
+  // and how a CTA with a split stages its rows: 0 all at once before the PDL wait (v17's way), 1 all at once once
+  // its split is counted, 2 stage_window at a time from then.
+  int32_t stage_window = 0;
+  int32_t split_staging = 0;
+  int32_t stage_burst = 0;          // v26: rows a CTA without a split issues at once before pacing (0: stage_window)
+  int32_t split_prewait_rows = -1;  // v26, split_staging 0: rows issued before the wait (-1: all), the rest after
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

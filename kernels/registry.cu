@@ -130,6 +130,8 @@ void launch_qkv_attention_o_v24(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v24_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v25(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v25_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v26(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v26_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -455,6 +457,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                            "differ from v17's), v17 below: v23's switch to v22 moved from 1920 "
                                            "positions down (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v25, qkv_attention_o_v25_supports},
+      {"v26_qkv_attention_o_paced", "v25 whose CTAs without a split keep 4 staged o rows in flight (one thread "
+                                    "issues the next as the oldest lands) instead of queueing all at once ahead of "
+                                    "the attention's loads (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v26, qkv_attention_o_v26_supports},
   };
   return v;
 }

@@ -84,22 +84,34 @@ constexpr size_t kDefaultSmem = 160 * 1024;
 // measured best, at 1024-1280 192, at 128-384 v17's 64).
 constexpr int kScaledSplitsTarget = 6;
 constexpr int kScaledSplitsMaxKeys = 192;
+// v26: staged o rows a CTA without a split keeps in flight (QkvAttentionOArgs::stage_window 0). bench/queue_latency
+// (H200, 132 CTAs x 192 KB in 8 KB copies): 4 in flight land all rows as soon as issuing them at once does (7.9 us),
+// with a dependent L2 hit at ~0.2 us instead of ~0.7 on average (4.3 in the first 2 us); 8 land them sooner (7.3 us)
+// at ~0.44 us a hit.
+// (unused in the sm_89 build: empty body)
+[[maybe_unused]] constexpr int kDefaultStageWindow = 4;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
 
 // Shared memory, byte offsets from the dynamic base.
 struct Layout {
   size_t ring, q, new_kv, partial, x, weights, residual, scores, p, dots, w, row_pitch, bytes;
+  size_t row_bars;  // v26: (rows_per_cta) mbarriers, one a staged row (0 in the other versions)
   int staged_rows;
 };
 
 // o_vecs: the kernel's kOVecs. v4 and v5 (o_vecs != 0) need room for the o rows' warp sums, (kWarps,
 // rows_per_cta) floats; v5 (o_vecs < 0) pads each staged row by 64 bytes, so that the 8 rows of an mma fragment
-// (lanes 4 apart read the same columns of 8 rows) fall on different banks.
+// (lanes 4 apart read the same columns of 8 rows) fall on different banks. row_barriers (v26): an mbarrier for each
+// staged row after the launch's two.
 Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap, int rows_per_cta, size_t budget,
-                  int o_vecs) {
+                  int o_vecs, bool row_barriers = false) {
   Layout l{};
-  size_t at = 16;  // the mbarrier
+  size_t at = 16;  // the mbarriers (the staged rows', v11's late rows')
+  if (row_barriers) {
+    l.row_bars = at;
+    at = (at + size_t(rows_per_cta) * 8 + 15) / 16 * 16;
+  }
   const auto take = [&](size_t bytes) {
     const size_t offset = at;
     at = (at + bytes + 15) / 16 * 16;
@@ -345,7 +357,8 @@ struct ORows {
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
+          bool kPacedStaging = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -369,9 +382,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // 1. This CTA's o weights, before anything else: nothing writes them.
   stamp(a.trace, kTraceStart);
+  uint64_t* row_bar = reinterpret_cast<uint64_t*>(smem + l.row_bars);  // v26: (staged), one a staged row
   if (threadIdx.x == 0) {
     mbarrier_init(bar, 1);
     if (kLateRows) mbarrier_init(bar + 1, 1);  // (the late rows; the layout keeps 16 bytes for the barriers)
+    if constexpr (kPacedStaging)
+      for (int i = 0; i < staged; ++i) mbarrier_init(row_bar + i, 1);
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -439,13 +455,77 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = lane; i < staged; i += kWarpSize)
       bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), bar, policy);
   };
+  // The splits a position gets (v17's rule; v22's fewer, longer ones with kScaledSplits).
+  const auto splits_at = [&](int32_t at) {
+    const int fine = min(max_splits, (at + keys_per_split) / keys_per_split);
+    return kScaledSplits ? min(fine, max(kScaledSplitsTarget, (at + kScaledSplitsMaxKeys) / kScaledSplitsMaxKeys))
+                         : fine;
+  };
+  // v26 (kPacedStaging): each staged row completes on its own mbarrier. A CTA that the position read now gives no
+  // split has its last warp keep stage_window rows in flight, issuing the next as the oldest lands, from its start
+  // (its other warps go on to the PDL wait; stage_burst rows may go at once first); a CTA with a split issues its
+  // rows at once, before the wait (split_staging 0, v17's way; split_prewait_rows of them, the rest once its split
+  // is counted) or once its split is counted (1), or paces them from then (2). Why: a load
+  // issued behind a burst of bulk copies waits for them (bench/queue_latency: L2 hits 0.7-4.3 us instead of
+  // 0.14 behind 26 MB issued at once, ~0.2 with 32 KB in flight a CTA, and the copies land no later), and every
+  // load of the attention's chain was issued behind the staging's 24.6 MB.
+  [[maybe_unused]] const int stage_window = a.stage_window > 0 ? a.stage_window : kDefaultStageWindow;
+  [[maybe_unused]] const auto issue_row = [&](int i, uint64_t policy) {
+    mbarrier_arrive_expect_tx(row_bar + i, uint32_t(q_dim * 2));
+    bulk_copy_g2s(smem + l.w + i * l.row_pitch, w_rows + i * q_dim, uint32_t(q_dim * 2), row_bar + i, policy);
+  };
+  // Staged rows [first, end) issued at once by warp 0's lanes.
+  [[maybe_unused]] const auto stage_rows_at_once = [&](int first, int end) {
+    const uint64_t policy = make_evict_first_policy();
+    for (int i = first + lane; i < end; i += kWarpSize) issue_row(i, policy);
+  };
+  // Staged rows [first, staged): max(stage_burst, stage_window) issued at once, then the next as the oldest lands
+  // while fewer than stage_window are in flight. Every lane of one warp: lane 0 issues, the warp waits together,
+  // so that its lanes meet the CTA's barriers together after it (a lone lane looping while its warp reaches a
+  // __syncthreads breaks the barrier's count: measured, the launch then ran 7 us longer).
+  [[maybe_unused]] const int stage_burst = max(a.stage_burst, stage_window);
+  [[maybe_unused]] const auto stage_rows_paced = [&](int first) {
+    const uint64_t policy = make_evict_first_policy();
+    int issued = min(first + stage_burst, staged);
+    if (lane == 0)
+      for (int i = first; i < issued; ++i) issue_row(i, policy);
+    for (int i = first; issued < staged; ++i) {
+      mbarrier_wait_parity(row_bar + i, 0);
+      const int target = min(staged, i + 1 + stage_window);
+      if (lane == 0)
+        for (int r = issued; r < target; ++r) issue_row(r, policy);
+      issued = max(issued, target);
+      __syncwarp();
+    }
+  };
+  // v26: the staged rows are in (every thread waits).
+  [[maybe_unused]] const auto wait_staged = [&] {
+    if constexpr (kPacedStaging) {
+      for (int i = 0; i < staged; ++i) mbarrier_wait_parity(row_bar + i, 0);
+    } else if (staged > 0) {
+      mbarrier_wait_parity(bar, 0);
+    }
+  };
+  [[maybe_unused]] const int32_t position_hint = p.positions[0];
+  [[maybe_unused]] const bool attends_hint =
+      position_hint >= 0 && position_hint < p.max_ctx && cta < splits_at(position_hint) * int(p.kv_heads);
+  // v26: the rows a CTA with a split issues before the wait (the rest once its split is counted).
+  [[maybe_unused]] const int split_prewait =
+      a.split_staging != 0 ? 0 : a.split_prewait_rows < 0 ? staged : min(int(a.split_prewait_rows), staged);
   bool staging_deferred = false;
+  if constexpr (kPacedStaging) staging_deferred = attends_hint && split_prewait < staged;
   if constexpr (kDeferStaging) {
     const int32_t hint = p.positions[0];
     const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
     staging_deferred = hint < p.max_ctx && cta < hint_splits * int(p.kv_heads);
   }
-  if (warp == 0) {
+  if constexpr (kPacedStaging) {
+    if (!attends_hint) {
+      if (warp == kWarps - 1) stage_rows_paced(0);
+    } else if (warp == 0) {
+      stage_rows_at_once(0, split_prewait);
+    }
+  } else if (warp == 0) {
     if (!staging_deferred) stage_rows();
     // Default none: prefetching the rest into L2 at the start measured slower (4.42 vs 4.36 ms per step), its
     // traffic meets the attention's latency-bound reads (and, in session 6, the QKV GEMV's stream).
@@ -559,11 +639,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
-  const int fine_splits = min(max_splits, (position + keys_per_split) / keys_per_split);
-  const int splits = kScaledSplits ? min(fine_splits, max(kScaledSplitsTarget, (position + kScaledSplitsMaxKeys) /
-                                                                                  kScaledSplitsMaxKeys))
-                                   : fine_splits;
+  const int splits = splits_at(position);
   if (kDeferStaging && staging_deferred && warp == 0 && cta >= splits * int(p.kv_heads)) stage_rows();  // (v21)
+  // v26: a deferred CTA that turns out to have no split stages now (a stale hint only moves when).
+  const auto stage_deferred = [&] {
+    if (a.split_staging == 2) {
+      if (warp == kWarps - 1) stage_rows_paced(split_prewait);
+    } else if (warp == 0) {
+      stage_rows_at_once(split_prewait, staged);
+    }
+  };
+  if (kPacedStaging && staging_deferred && cta >= splits * int(p.kv_heads)) stage_deferred();
   uint32_t* arrivals = reinterpret_cast<uint32_t*>(a.workspace);  // v1: splits done; v2: kv heads merged
   uint32_t* departures = arrivals + 1;
   uint32_t* head_arrivals = arrivals + 2;                               // v2: (kv_heads) splits done
@@ -771,6 +857,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     stamp(a.trace, kTraceAttended);
     if (kDeferStaging && staging_deferred && warp == 0) stage_rows();  // (v21: the split is counted, merged if last)
+    if (kPacedStaging && staging_deferred) stage_deferred();
   } else if (kLateRows && !late_after_splits) {
     copy_late_rows();  // a CTA without a split never uses the ring
   }
@@ -854,7 +941,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       *arrivals = 0;  // every CTA has seen the count: ready for the next launch
       *departures = 0;
     }
-    if (staged > 0) mbarrier_wait_parity(bar, 0);
+    wait_staged();
     if (late > 0) mbarrier_wait_parity(bar + 1, 0);
     stamp(a.trace, kTraceWeightsIn);
   };
@@ -992,8 +1079,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!last_pass && (a.warm_code & 32)) pull_split_rows();
     if (last_pass)
       receive_heads();
-    else if (staged > 0)
-      mbarrier_wait_parity(bar, 0);  // (the first pass reads the staged rows too)
+    else
+      wait_staged();  // (the first pass reads the staged rows too)
   } else if (pass == 1) {
     stamp(a.trace, kTraceOStaged);
     sq = 0.0f;
@@ -1100,20 +1187,22 @@ Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = f
   return plan;
 }
 
-Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs) {
+Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool row_barriers = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   return layout_for(int(p.head_dim), plan.stages, int(p.q_heads), int(p.q_heads / p.kv_heads),
-                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs);
+                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs, row_barriers);
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
+          bool kPacedStaging = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
-                                                 kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits>;
+                                                 kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                                                 kPacedStaging>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1121,7 +1210,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
                                     int(kMaxSmem - kStaticSmemSlack)));
     configured.store(true);
   }
-  const Layout l = layout_of(a, plan, kOVecs);
+  const Layout l = layout_of(a, plan, kOVecs, kPacedStaging);
   launch(kernel, dim3(unsigned(plan.grid.ctas)), dim3(kThreads), l.bytes, stream, a, l, plan.keys_cap,
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
@@ -1129,20 +1218,21 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
+          bool kPacedStaging = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
-                  kReverseSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                  kPacedStaging>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
-                  kReverseSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                  kPacedStaging>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
-                  kReverseSplits>(a, plan, stream);
+                  kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                  kPacedStaging>(a, plan, stream);
   }
 }
 
@@ -1152,7 +1242,8 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
-          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false>
+          bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
+          bool kPacedStaging = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1162,12 +1253,12 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
       launch_stages<64, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
-                  kReverseSplits>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                    kPacedStaging>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
-                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits,
-                  kReverseSplits>(a, plan, stream);
+                    kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
+                    kPacedStaging>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1462,6 +1553,29 @@ void launch_qkv_attention_o_v25(const QkvAttentionOArgs& a, cudaStream_t stream)
   if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split)
     return launch_qkv_attention_o_v22(a, stream);
   launch_qkv_attention_o_v17(a, stream);
+}
+
+// v26_qkv_attention_o_paced: v25 whose CTAs without a split keep QkvAttentionOArgs::stage_window staged o rows in
+// flight instead of issuing all at once (kPacedStaging above; QkvAttentionOArgs::split_staging says how the CTAs
+// with a split stage theirs). Where v25 runs v9's kernel (most positions split every CTA), v9's. Refuses what v9
+// refuses, and split_staging outside 0-2 or a negative stage_window. Measured (H200, Qwen3-8B, prompt 128,
+// ITERATIONS.md session 20): 1.0003x of v25 with 4 rows in flight, 0.996x with 8, 0.991x with 16; the splits were
+// written 0.8 us sooner (7.85 us after the wait against 8.65) and the heads merged 0.66 us sooner, but the paced rows
+// landed later, the o phase began no earlier, and the next MLP ran 1.2 us longer from its release.
+bool qkv_attention_o_v26_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v9_supports(a) && a.stage_window >= 0 && a.split_staging >= 0 && a.split_staging <= 2;
+}
+
+void launch_qkv_attention_o_v26(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split) {
+    if (mostly_every_cta_splits(a, kScaledSplitsMaxKeys)) return launch_qkv_attention_o_v9(a, stream);
+    return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, true, false, true>(
+        a, stream);
+  }
+  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
+  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, false, false, true>(a,
+                                                                                                         stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

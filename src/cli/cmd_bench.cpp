@@ -104,7 +104,8 @@ void register_bench(CLI::App& app) {
     std::string norm_gemv, norm_gemv_batched, residual_gemv, norm_gate_up, decode_layers, attention_o;
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = -1, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
-            attention_o_late_rows = 0, attention_o_warm_code = 0;
+            attention_o_late_rows = 0, attention_o_warm_code = 0, attention_o_stage_window = 0,
+            attention_o_split_staging = 0, attention_o_stage_burst = 0, attention_o_split_prewait_rows = -1;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
@@ -187,6 +188,21 @@ void register_bench(CLI::App& app) {
                   "place of the unstaged rows; 16 / 32 the CTAs without a split pull the split CTAs' unstaged rows "
                   "into L2 after / before it")
       ->check(CLI::Range(0, 63));
+  cmd->add_option("--attention-o-stage-window", o->attention_o_stage_window,
+                  "Tuning: staged o rows v26's CTAs without a split keep in flight (0: 4)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--attention-o-split-staging", o->attention_o_split_staging,
+                  "Tuning: how v26's CTAs with a split stage their o rows: 0 all at once before the PDL wait, 1 all "
+                  "at once after their split, 2 paced from then")
+      ->check(CLI::Range(0, 2));
+  cmd->add_option("--attention-o-stage-burst", o->attention_o_stage_burst,
+                  "Tuning: staged o rows v26's CTAs without a split issue at once before pacing the rest (0: the "
+                  "window)")
+      ->check(CLI::Range(0, 64));
+  cmd->add_option("--attention-o-split-prewait-rows", o->attention_o_split_prewait_rows,
+                  "Tuning: staged o rows v26's CTAs with a split issue before the PDL wait, the rest after their "
+                  "split (-1: all)")
+      ->check(CLI::Range(-1, 64));
   cmd->add_option("--attention-o-trace", o->attention_o_trace,
                   "Profiling: write the last decode step's per-CTA %globaltimer stamps of --attention-o to this JSON "
                   "file (bench/attention_o_trace.py summarizes it)");
@@ -301,6 +317,10 @@ void register_bench(CLI::App& app) {
     options.attention_o_claim_static_tiles = o->attention_o_claim_static_tiles;
     options.attention_o_late_rows = o->attention_o_late_rows;
     options.attention_o_warm_code = o->attention_o_warm_code;
+    options.attention_o_stage_window = o->attention_o_stage_window;
+    options.attention_o_split_staging = o->attention_o_split_staging;
+    options.attention_o_stage_burst = o->attention_o_stage_burst;
+    options.attention_o_split_prewait_rows = o->attention_o_split_prewait_rows;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     if (!o->mlp_batched.empty()) options.decode_mlp_batched = o->mlp_batched;
@@ -498,6 +518,11 @@ void register_bench(CLI::App& app) {
       j["attention_o_claim_static_tiles"] = options.attention_o_claim_static_tiles;
     if (options.attention_o_late_rows > 0) j["attention_o_late_rows"] = options.attention_o_late_rows;
     if (options.attention_o_warm_code > 0) j["attention_o_warm_code"] = options.attention_o_warm_code;
+    if (options.attention_o_stage_window > 0) j["attention_o_stage_window"] = options.attention_o_stage_window;
+    if (options.attention_o_split_staging > 0) j["attention_o_split_staging"] = options.attention_o_split_staging;
+    if (options.attention_o_stage_burst > 0) j["attention_o_stage_burst"] = options.attention_o_stage_burst;
+    if (options.attention_o_split_prewait_rows >= 0)
+      j["attention_o_split_prewait_rows"] = options.attention_o_split_prewait_rows;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();
       j["l2_persist"] = options.l2_persist;

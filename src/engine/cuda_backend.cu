@@ -894,6 +894,10 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.claim_static_tiles = o.attention_o_claim_static_tiles;
       a.late_rows = o.attention_o_late_rows;
       a.warm_code = o.attention_o_warm_code;
+      a.stage_window = o.attention_o_stage_window;
+      a.split_staging = o.attention_o_split_staging;
+      a.stage_burst = o.attention_o_stage_burst;
+      a.split_prewait_rows = o.attention_o_split_prewait_rows;
       return a;
     };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,

@@ -90,6 +90,10 @@ struct EngineOptions {
   int32_t attention_o_claim_static_tiles = 0;  // QkvAttentionOArgs::claim_static_tiles (v10; 0: its ring's)
   int32_t attention_o_late_rows = 0;           // QkvAttentionOArgs::late_rows (v11; 0-3)
   int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v23; 0-15)
+  int32_t attention_o_stage_window = 0;        // QkvAttentionOArgs::stage_window (v26; 0: 4)
+  int32_t attention_o_split_staging = 0;       // QkvAttentionOArgs::split_staging (v26; 0-2)
+  int32_t attention_o_stage_burst = 0;         // QkvAttentionOArgs::stage_burst (v26)
+  int32_t attention_o_split_prewait_rows = -1;  // QkvAttentionOArgs::split_prewait_rows (v26; -1: all)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;

@@ -1193,12 +1193,13 @@ double bf16_ulp(double v);  // (below, with the residual GEMV tests)
 // that many copies (QkvAttentionOArgs::delta_copies): one at full fp32 mantissas, several exact_sum_copies.
 // o_chain_steps: QkvAttentionOArgs::chain_steps (v3-v5's steps, and the diagnostic second o pass of v1-v3).
 // o_claims_ahead, o_claim_static_tiles: v10's tuning fields; o_late_rows: v11's; o_warm_code: v14's, v15's and v17's
-// (QkvAttentionOArgs).
+// (QkvAttentionOArgs); o_tune: sets any other tuning field (v26's staging).
 void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, const QkvAttentionCase& c,
                             VersionRunner<kernels::QkvAttentionOArgs>* o_runner = nullptr, int64_t o_hidden = 0,
                             int32_t o_ring_stages = 0, int32_t o_delta_copies = 0, int32_t o_chain_steps = -1,
                             int32_t o_claims_ahead = 0, int32_t o_claim_static_tiles = 0, int32_t o_late_rows = 0,
-                            int32_t o_warm_code = 0, int32_t o_smem_bytes = 0) {
+                            int32_t o_warm_code = 0, int32_t o_smem_bytes = 0,
+                            const std::function<void(kernels::QkvAttentionOArgs&)>& o_tune = {}) {
   const int64_t tokens = int64_t(c.positions.size()), D = c.head_dim, group = c.q_heads / c.kv_heads;
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
@@ -1356,6 +1357,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.mlp_inter = c.q_heads * D / 2;
     o_args.mlp_ctas = 7;
     o_args.mlp_lead_bytes = 4096 + 16;
+    if (o_tune) o_tune(o_args);
     std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
     if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
     const std::string o_label =
@@ -1566,6 +1568,40 @@ TEST_F(GpuTest, QkvAttentionODecode) {
           QkvAttentionCase{"ctx=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100},
           QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192}})
       run_qkv_attention_case(unused, c, &runner, kHidden, 0, 2, -1, 0, 0, 0, 0, kb * 1024);
+  }
+}
+
+// v26's staging tunings (QkvAttentionOArgs::stage_window, stage_burst, split_staging, split_prewait_rows), v26 only
+// (QkvAttentionODecode runs it with its defaults among every version): one row in flight, a burst before the
+// window, the split CTAs' rows after their split at once and paced, part of them before the wait, none before it,
+// a window wider than the rows. At 129 keys in slot 2 most CTAs pace; at 1000 a few do; at 8192 (v9's kernel) none;
+// and with a short last row block and a delta of two copies.
+TEST_F(GpuTest, QkvAttentionOPacedStaging) {
+  // (the plain attention runs beside every case: here only the engine's, to keep the test short)
+  VersionRunner<kernels::QkvAttentionArgs> unused(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
+      kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
+  VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
+      kernels::find_version(kernels::qkv_attention_o_versions(), "v26_qkv_attention_o_paced")});
+  struct Staging {
+    int32_t window, burst, split_staging, split_prewait_rows;
+  };
+  for (const Staging& t : {Staging{1, 0, 0, -1}, Staging{2, 12, 0, -1}, Staging{4, 0, 1, -1}, Staging{2, 0, 2, -1},
+                           Staging{4, 16, 0, 12}, Staging{4, 0, 0, 0}, Staging{64, 0, 0, -1}}) {
+    const std::string tuning = " staging " + str(t.window) + "/" + str(t.burst) + "/" + str(t.split_staging) + "/" +
+                               str(t.split_prewait_rows);
+    const auto tune = [t](kernels::QkvAttentionOArgs& a) {
+      a.stage_window = t.window;
+      a.stage_burst = t.burst;
+      a.split_staging = t.split_staging;
+      a.split_prewait_rows = t.split_prewait_rows;
+    };
+    for (const QkvAttentionCase& c :
+         {QkvAttentionCase{"ctx=129 slot 2" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {2}, 3, 1100, true},
+          QkvAttentionCase{"ctx=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100, true},
+          QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192, true}})
+      run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, 0, 0, 0, tune);
+    run_qkv_attention_case(unused, {"hidden=1000 delta" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                           &runner, 1000, 0, 2, -1, 0, 0, 0, 0, 192 * 1024, tune);
   }
 }
 
