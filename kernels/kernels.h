@@ -423,13 +423,16 @@ struct NormGemvArgs {
   // v16 (v16_gemv_norm_ring_l2_first) only: bytes of each CTA's first rows (whole rows) it pulls into L2 before the
   // PDL wait, in place of v12's copies into its ring.
   int64_t l2_first_bytes = 0;
-  // v20 (v20_gemv_norm_ring_deep) only: ring groups of 4 rows issued before the PDL wait; 0: 4 (128 KB, v18's).
+  // v20 (v20_gemv_norm_ring_deep), v22: ring groups of 4 rows issued before the PDL wait; 0: 4 (128 KB, v18's), v22 5.
   int32_t prewait_groups = 0;
   // v21 (v21_gemv_norm_ring_claimed) only: two uint32 counters, zero before its first launch (each launch leaves
   // them zero), from which CTAs claim the groups of 8 rows past their first claim_static_groups (0: 4). nullptr:
   // v18's fixed rows.
   uint32_t* claims = nullptr;
   int32_t claim_static_groups = 0;
+  // v22 (v22_gemv_norm_ring_paced) only: its groups before the PDL wait (prewait_groups, 0: 5) go out this many at
+  // a time (0: 1), the next once the oldest has landed.
+  int32_t prewait_window = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

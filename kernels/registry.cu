@@ -178,6 +178,8 @@ void launch_gemv_norm_v20(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v20_supports(const NormGemvArgs&);
 void launch_gemv_norm_v21(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v21_supports(const NormGemvArgs&);
+void launch_gemv_norm_v22(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v22_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -550,6 +552,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                      "that CTAs resident early take more (needs NormGemvArgs::claims; else v18) "
                                      "(v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v21, gemv_norm_v21_supports},
+      {"v22_gemv_norm_ring_paced", "v20 (groups of 4 rows) whose 5 groups before the PDL wait go out one at a "
+                                   "time, the next once the previous lands, instead of a burst queued ahead of the "
+                                   "loads around the MLP's end (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v22, gemv_norm_v22_supports},
   };
   return v;
 }

@@ -32,6 +32,9 @@ namespace {
 using gemv_ring::kThreads;
 using gemv_ring::kWarps;
 constexpr int kStages = 3;
+// v22: ring groups (of 4 rows, 32 KB) in flight before the PDL wait. Measured (H200, Qwen3-8B, prompt 128, ITERATIONS.md
+// session 20): 1 group 1.0077x of v18, 2 groups 1.0030x, 3 1.0017x; 4 groups before the wait one at a time 1.0034x.
+constexpr int kDefaultPrewaitWindow = 1;
 constexpr int kMaxDeltaCopiesL2First = 4;  // v16: the delta copies its norm loads ahead of the ring (registers)
 
 // Points of a CTA's work stamped into NormGemvArgs::trace (profiling; thread 0's view).
@@ -241,13 +244,29 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
   if constexpr (kPair) cluster_wait_before_exit();
 }
 
-// The start of the lean kernels (v18, v20, v21): `before_wait` of the first `in_flight` ring groups issued
+// This thread's cp.async groups still in flight: at most `pending` (0-3; more waits for 3).
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+  switch (pending) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    default: cp_async_wait<3>(); break;
+  }
+}
+
+// The start of the lean kernels (v18, v20, v21, v22): `before_wait` of the first `in_flight` ring groups issued
 // (issue(g, stage g)), the norm weight loaded, the PDL wait, the other first groups issued, then this thread's
-// piece of the normed input in x.
-template <int kK, class Issue>
+// piece of the normed input in x. kPaced (v22): before the wait, a thread issues a group only once fewer than
+// `window` of its groups are in flight (it waits for the oldest), so that at most window groups a CTA are queued
+// ahead of the norm's loads when the wait releases (bench/queue_latency: a dependent load waits for the bytes
+// queued ahead of it, and the SM's own queue is the larger part).
+template <int kK, bool kPaced = false, class Issue>
 __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight, Issue&& issue,
-                                              float* warp_sq, float (&x)[1][8]) {
-  for (int g = 0; g < before_wait; ++g) issue(g, g);
+                                              float* warp_sq, float (&x)[1][8], int window = 0) {
+  for (int g = 0; g < before_wait; ++g) {
+    if (kPaced && g >= window) cp_async_wait_pending(window - 1);
+    issue(g, g);
+  }
   uint4 norm_w[1];
   gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
@@ -265,7 +284,8 @@ __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_
 // the bounds are handled only in the CTA's last group. The same rows, norm, dot products and sums as v12.
 // v20 (kGroup 4, kRingStages 6): the same ring bytes in smaller groups, so one more sixth of it is in flight while
 // a group is multiplied (160 KB instead of 128).
-template <int kK, int kGroup = 8, int kRingStages = kStages>
+// v22 (kPaced, v20's geometry): the groups before the wait paced, NormGemvArgs::prewait_window in flight.
+template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
@@ -292,7 +312,12 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
     cp_async_commit();
   };
   float x[1][8];
-  lean_prologue<kK>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x);
+  if constexpr (kPaced) {
+    lean_prologue<kK, true>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
+                            a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow);
+  } else {
+    lean_prologue<kK>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x);
+  }
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];
@@ -533,9 +558,9 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 // the ring takes the shape; elsewhere v12.
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
-template <int kGroup, int kRingStages>
+template <int kGroup, int kRingStages, bool kPaced = false>
 void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
-  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages>;
+  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced>;
   const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -555,6 +580,19 @@ bool gemv_norm_v20_supports(const NormGemvArgs& a) { return gemv_norm_v12_suppor
 void launch_gemv_norm_v20(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
   launch_lean<4, 6>(a, a.prewait_groups > 0 ? a.prewait_groups : 4, stream);
+}
+
+// v22_gemv_norm_ring_paced: v20 (groups of 4 rows, 6 stages) whose groups before the PDL wait (prewait_groups, 0:
+// all 5 the ring keeps in flight, 160 KB) go out prewait_window at a time (0: 1, 32 KB): a thread issues the next
+// once its oldest has landed. Elsewhere v12. Why: v18 issues its 128 KB at once as each CTA becomes resident, in
+// the MLP's last microseconds; a dependent load (the norm's, the MLP's last reductions and the next launch's
+// release) waits behind such a burst (bench/queue_latency). Traced (layer-timeline-20261201T1438Z-s20-norm-gemv-
+// v22-p128.txt, 2 at a time): the normed input comes 0.5 us later but the rows are done 0.8 us sooner.
+bool gemv_norm_v22_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a) && a.prewait_window >= 0; }
+
+void launch_gemv_norm_v22(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
+  launch_lean<4, 6, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 
 // v21_gemv_norm_ring_claimed: v18 with the groups past each CTA's first `claim_static_groups` (default 4: 528 of

@@ -118,7 +118,7 @@ void register_bench(CLI::App& app) {
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
     std::string sample_plain;
-    int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0;
+    int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0, qkv_prewait_window = 0;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -242,8 +242,11 @@ void register_bench(CLI::App& app) {
                   "Tuning, --mlp v8_mlp_split_down_l2_lead: KB of each other CTA's rows they pull (default 192)")
       ->check(CLI::Range(0, 65536));
   cmd->add_option("--qkv-prewait-groups", o->qkv_prewait_groups,
-                  "Tuning, --norm-gemv v20: ring groups of 4 rows issued before the PDL wait (0: 4)")
+                  "Tuning, --norm-gemv v20 / v22: ring groups of 4 rows issued before the PDL wait (0: 4 / 5)")
       ->check(CLI::Range(0, 6));
+  cmd->add_option("--qkv-prewait-window", o->qkv_prewait_window,
+                  "Tuning, --norm-gemv v22: of those, groups in flight at once (0: 1)")
+      ->check(CLI::Range(0, 4));
   cmd->add_option("--qkv-claim-static-groups", o->qkv_claim_static_groups,
                   "Tuning, --norm-gemv v21: groups of 8 rows a CTA owns before it takes more from the queue (0: 4)")
       ->check(CLI::Range(0, 16));
@@ -341,6 +344,7 @@ void register_bench(CLI::App& app) {
     if (o->qkv_l2_first_kb) options.qkv_l2_first_bytes = *o->qkv_l2_first_kb << 10;
     options.qkv_prewait_groups = o->qkv_prewait_groups;
     options.qkv_claim_static_groups = o->qkv_claim_static_groups;
+    options.qkv_prewait_window = o->qkv_prewait_window;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -487,6 +491,7 @@ void register_bench(CLI::App& app) {
     j["norm_gemv"] = options.norm_gemv;
     j["qkv_prewait_groups"] = options.qkv_prewait_groups;
     j["qkv_claim_static_groups"] = options.qkv_claim_static_groups;
+    j["qkv_prewait_window"] = options.qkv_prewait_window;
     j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;

@@ -1018,6 +1018,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           a.prewait_groups = o.qkv_prewait_groups;
           a.claims = m.qkv_claims.as<uint32_t>();  // (v21)
           a.claim_static_groups = o.qkv_claim_static_groups;
+          a.prewait_window = o.qkv_prewait_window;
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;

@@ -53,13 +53,16 @@ struct EngineOptions {
   // support the shape or device falls back to the first of its op (kernels/registry.cu). v12 (QKV on a cp.async
   // ring, one CTA per SM): 4.329 vs 4.371 ms per step with v10 at context 128, 4.446 vs 4.494 at 1024, 4.718 vs
   // 4.812 at 8192 (H200, one lease, ITERATIONS.md session 6). v18 (v12 with its ring's bookkeeping cut, at hidden
-  // 4096; v12 elsewhere): 1.004x-1.009x of v12 at contexts 128-8192 (session 17).
-  std::string norm_gemv = "v18_gemv_norm_ring_lean";
+  // 4096; v12 elsewhere): 1.004x-1.009x of v12 at contexts 128-8192 (session 17). v22 (v18's ring in groups of 4
+  // rows whose 5 groups before the PDL wait go out one at a time): 1.0077x / 1.0106x / 1.0047x of v18 at prompts
+  // 128 / 1024 / 8192 (session 20).
+  std::string norm_gemv = "v22_gemv_norm_ring_paced";
   // v16_gemv_norm_ring_l2_first only: bytes of each CTA's first QKV rows it pulls into L2 before the PDL wait
   // (NormGemvArgs::l2_first_bytes).
   int64_t qkv_l2_first_bytes = int64_t(192) << 10;
   int32_t qkv_prewait_groups = 0;  // norm_gemv v20: ring groups before the PDL wait (0: the version's default)
   int32_t qkv_claim_static_groups = 0;  // norm_gemv v21: a CTA's own row groups before the queue (0: 4)
+  int32_t qkv_prewait_window = 0;  // norm_gemv v22: ring groups in flight before the PDL wait (0: 1)
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a

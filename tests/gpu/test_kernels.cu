@@ -2007,6 +2007,7 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
         args.l2_first_bytes = 48 * 1024 + 16;    // (v16) a hint only: a part of its rows, not a whole number of them
         args.claims = claims_d.get();             // (v21) its queue; every launch leaves it zero
         args.claim_static_groups = m == 1 ? 0 : 5;
+        args.prewait_window = &layout == &kPartialLayouts[0] ? 0 : 2;  // (v22) its default 1, two at a time
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -2176,6 +2177,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
         args.delta_copies = copies;
         args.l2_first_bytes = m == 1 ? 64 * 1024 : 0;  // (v16) a hint only
         args.claims = claims_d.get();                   // (v21) its queue; every launch leaves it zero
+        args.prewait_window = copies == 1 ? 3 : 0;      // (v22) three groups at a time, and its default
         EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
         if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
         runner.run(
