@@ -339,6 +339,9 @@ struct NormMlpArgs {
   // residual_delta is (delta_copies, rows, hidden). Every other version takes only rows == 1, normed_input nullptr.
   const bf16* normed_input = nullptr;
   int64_t rows = 1;
+  // Tuning, v15 (v15_mlp_split_down_paced) only (last, so that the aggregate initializations above stay): of the
+  // ring groups before the PDL wait, how many are in flight at once (0: 1).
+  int32_t prewait_window = 0;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).

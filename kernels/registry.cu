@@ -214,6 +214,8 @@ void launch_mlp_split_down_v13(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v13_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v14(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v14_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v15(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v15_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -636,6 +638,9 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                      "caller (NormMlpArgs::rows, normed_input): each weight piece converted once "
                                      "and multiplied by every token's input; hidden 4096 (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v14, mlp_split_down_v14_supports},
+      {"v15_mlp_split_down_paced", "v13 whose three ring groups before the PDL wait go out one at a time, the next "
+                                   "once the previous lands, instead of 192 KB at once (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v15, mlp_split_down_v15_supports},
   };
   return v;
 }

@@ -244,16 +244,6 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
   if constexpr (kPair) cluster_wait_before_exit();
 }
 
-// This thread's cp.async groups still in flight: at most `pending` (0-3; more waits for 3).
-__device__ __forceinline__ void cp_async_wait_pending(int pending) {
-  switch (pending) {
-    case 0: cp_async_wait<0>(); break;
-    case 1: cp_async_wait<1>(); break;
-    case 2: cp_async_wait<2>(); break;
-    default: cp_async_wait<3>(); break;
-  }
-}
-
 // The start of the lean kernels (v18, v20, v21, v22): `before_wait` of the first `in_flight` ring groups issued
 // (issue(g, stage g)), the norm weight loaded, the PDL wait, the other first groups issued, then this thread's
 // piece of the normed input in x. kPaced (v22): before the wait, a thread issues a group only once fewer than

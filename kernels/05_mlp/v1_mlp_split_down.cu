@@ -744,7 +744,9 @@ constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 
 // kTokens tokens; kNormedInput: their inputs come normed (v14) rather than from the residual and its norm partials
 // (v13, one token).
-template <int kHidden, int kTokens = 1, bool kNormedInput = false>
+// kPaced (v15): the groups before the PDL wait go out NormMlpArgs::prewait_window at a time (0: 1), a thread
+// issuing the next once its oldest has landed (as norm_gemv v22's).
+template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
   constexpr int kGroup = kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
   constexpr int kStages = kTokens == 1 ? kLeanStages : kLeanBatchedStages;
@@ -782,7 +784,11 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     cp_async_commit();
   };
   const int before_wait = min(prewait_groups, kStages);
-  for (int g = 0; g < before_wait; ++g) issue(g, g);
+  [[maybe_unused]] const int window = a.prewait_window > 0 ? int(a.prewait_window) : 1;
+  for (int g = 0; g < before_wait; ++g) {
+    if (kPaced && g >= window) cp_async_wait_pending(window - 1);
+    issue(g, g);
+  }
   uint4 norm_w[1];
   if constexpr (!kNormedInput) gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
   pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
@@ -1049,6 +1055,19 @@ bool mlp_split_down_v13_supports(const NormMlpArgs& a) { return mlp_split_down_v
 void launch_mlp_split_down_v13(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden>, a, max_features(ctas_for(a), a.inter), stream);
+}
+
+// v15_mlp_split_down_paced: v13 whose ring groups before the PDL wait (three of 64 KB) go out one at a time
+// (NormMlpArgs::prewait_window), each once the previous has landed, instead of 192 KB at once as the CTA becomes
+// resident while the attention launch's o phase and its last writes run (bench/queue_latency: a dependent load
+// waits behind such a burst; norm_gemv v22 gained 0.8% the same way). Other shapes v10.
+bool mlp_split_down_v15_supports(const NormMlpArgs& a) {
+  return mlp_split_down_v10_supports(a) && a.prewait_window >= 0;
+}
+
+void launch_mlp_split_down_v15(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
+  launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true>, a, max_features(ctas_for(a), a.inter), stream);
 }
 
 // v14_mlp_split_down_batched: mlp_lean_loop_kernel for 1-2 tokens whose inputs come normed (NormMlpArgs::rows,

@@ -245,6 +245,16 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending));
 }
+// The same with a run-time count (the instruction takes an immediate): at most `pending` of this thread's groups
+// still in flight, 0-3 (more waits for 3).
+__device__ __forceinline__ void cp_async_wait_pending(int pending) {
+  switch (pending) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    default: cp_async_wait<3>(); break;
+  }
+}
 
 // ---- ldmatrix / mma.sync (sm_80+): the tensor-core path that runs on both the 4080 (sm_89) and the H200.
 // Register layout contract (PTX ISA, mma.m16n8k16 with .bf16 inputs, row.col):

@@ -110,7 +110,8 @@ void register_bench(CLI::App& app) {
     std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
     int64_t l2_persist_mb = 0;
-    int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1;
+    int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
+            mlp_prewait_window = 0;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
@@ -221,6 +222,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-prewait-rows", o->mlp_prewait_rows,
                   "Tuning: weight rows a CTA of --mlp loads before the PDL wait (-1: the version's default)")
       ->check(CLI::Range(-1, 64));
+  cmd->add_option("--mlp-prewait-window", o->mlp_prewait_window,
+                  "Tuning, --mlp v15: of those, ring groups in flight at once (0: 1)")
+      ->check(CLI::Range(0, 3));
   cmd->add_option("--mlp-skew-from", o->mlp_skew_from,
                   "Tuning, --mlp v11_mlp_split_down_skewed: the first CTA that takes fewer features")
       ->check(CLI::Range(0, 4096));
@@ -332,6 +336,7 @@ void register_bench(CLI::App& app) {
     options.mlp_o_ahead = o->mlp_o_ahead;
     options.mlp_o_l2_prefetch = o->mlp_o_l2_prefetch;
     options.mlp_prewait_rows = o->mlp_prewait_rows;
+    options.mlp_prewait_window = o->mlp_prewait_window;
     options.mlp_skew_from = o->mlp_skew_from;
     options.mlp_skew_permille = o->mlp_skew_permille;
     options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
@@ -502,6 +507,7 @@ void register_bench(CLI::App& app) {
     if (options.mlp_o_ahead >= 0) j["mlp_o_ahead"] = options.mlp_o_ahead;
     if (options.mlp_o_l2_prefetch) j["mlp_o_l2_prefetch"] = true;
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
+    if (options.mlp_prewait_window > 0) j["mlp_prewait_window"] = options.mlp_prewait_window;
     if (options.mlp_skew_permille > 0) {
       j["mlp_skew_from"] = options.mlp_skew_from;
       j["mlp_skew_permille"] = options.mlp_skew_permille;

@@ -941,6 +941,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const auto mlp_args = [&](const LayerDevice& L, const LayerDevice* next) {
       kernels::NormMlpArgs a{h, partials, partial_count, L.post_norm, eps, L.w_gate_up, L.w_down_t,
                              m.mlp_delta.as<float>(), H, I, o.mlp_ctas, o.mlp_prewait_rows, o.mlp_delta_copies};
+      a.prewait_window = o.mlp_prewait_window;
       if (next) {
         a.next_norm_weight = next->input_norm;
         a.w_next = next->wqkv;

@@ -113,8 +113,10 @@ struct EngineOptions {
   // 11); v9 (the first rows into L2, the norm's loads first) was no better. Session 17: v11 (the CTAs that find an
   // SM last take fewer features, a fixed skew) 1.001x-1.005x at 128-320; v12 (the skew from the previous layer's
   // stamps, CTA pairs) 0.95x, 0.95x with nothing handed over. v13 (v10's work in 44% fewer instructions, at hidden
-  // 4096; v10 elsewhere): 1.013x at context 128, 1.024x at 1024 and 8192 (session 17).
-  std::string decode_mlp = "v13_mlp_split_down_lean_loop";
+  // 4096; v10 elsewhere): 1.013x at context 128, 1.024x at 1024 and 8192 (session 17). v15 (v13 whose three ring
+  // groups before the PDL wait go out one at a time): 1.0070x / 1.0092x / 1.0037x of v13 at 128 / 1024 / 8192
+  // (session 20).
+  std::string decode_mlp = "v15_mlp_split_down_paced";
   // The MLP of batch-2 decode in one launch (norm_mlp with NormMlpArgs::rows and normed_input; "off": gate|up,
   // SwiGLU, down and the residual add as four launches), then add_delta_rmsnorm. Runs where decode_mlp does (it
   // reads the same transposed down_proj) on the layers it runs on.
@@ -127,6 +129,7 @@ struct EngineOptions {
   std::string decode_norm_gemv_batched = "off";
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
+  int32_t mlp_prewait_window = 0;  // norm_mlp v15: ring groups in flight before the PDL wait (0: 1)
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
   // (NormMlpArgs::skew_from, skew_permille).
   int32_t mlp_skew_from = 0;

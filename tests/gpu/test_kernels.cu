@@ -2689,6 +2689,7 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
                        as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), c.hidden,          c.inter};
       args.ctas = c.ctas;
       args.prewait_rows = r.prewait_rows;
+      args.prewait_window = r.accumulate ? 2 : 0;  // (v15) two groups at a time, and its default one
       args.delta_copies = r.delta_copies;
       args.skew_from = r.skew_from;
       args.skew_permille = r.skew_permille;
