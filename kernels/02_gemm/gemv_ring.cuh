@@ -106,6 +106,18 @@ __device__ __forceinline__ void copy_rows(uint4* dst, const bf16* src, int rows,
     if (j < rows) cp_async_16B_policy(dst + j * kBlock, src + j * kRowElems, policy);
 }
 
+// The lean rings' first `groups` groups, issue(g, stage g) each (the caller's: copy_rows and a commit). kPaced
+// (norm_gemv v22, norm_mlp v15): at most `window` (1-4) of this thread's groups in flight, the next issued once the
+// oldest has landed, instead of all at once: the loads around a launch boundary wait behind such a burst
+// (bench/queue_latency).
+template <bool kPaced, class Issue>
+__device__ __forceinline__ void issue_first_groups(int groups, int window, Issue&& issue) {
+  for (int g = 0; g < groups; ++g) {
+    if (kPaced && g >= window) cp_async_wait_pending(window - 1);
+    issue(g, g);
+  }
+}
+
 template <int kGroup, int kBlock = kThreads>
 __device__ __forceinline__ void read_rows(const uint4* src, int rows, uint4 (&w)[kGroup][1]) {
 #pragma unroll

@@ -253,10 +253,7 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
 template <int kK, bool kPaced = false, class Issue>
 __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight, Issue&& issue,
                                               float* warp_sq, float (&x)[1][8], int window = 0) {
-  for (int g = 0; g < before_wait; ++g) {
-    if (kPaced && g >= window) cp_async_wait_pending(window - 1);
-    issue(g, g);
-  }
+  gemv_ring::issue_first_groups<kPaced>(before_wait, window, issue);
   uint4 norm_w[1];
   gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
@@ -302,12 +299,8 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
     cp_async_commit();
   };
   float x[1][8];
-  if constexpr (kPaced) {
-    lean_prologue<kK, true>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
+  lean_prologue<kK, kPaced>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
                             a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow);
-  } else {
-    lean_prologue<kK>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x);
-  }
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];

@@ -514,11 +514,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       a.split_staging != 0 ? 0 : a.split_prewait_rows < 0 ? staged : min(int(a.split_prewait_rows), staged);
   bool staging_deferred = false;
   if constexpr (kPacedStaging) staging_deferred = attends_hint && split_prewait < staged;
-  if constexpr (kDeferStaging) {
-    const int32_t hint = p.positions[0];
-    const int hint_splits = hint >= 0 ? min(max_splits, (hint + keys_per_split) / keys_per_split) : 0;
-    staging_deferred = hint < p.max_ctx && cta < hint_splits * int(p.kv_heads);
-  }
+  if constexpr (kDeferStaging) staging_deferred = attends_hint;
   if constexpr (kPacedStaging) {
     if (!attends_hint) {
       if (warp == kWarps - 1) stage_rows_paced(0);

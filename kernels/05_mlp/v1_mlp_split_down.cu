@@ -784,11 +784,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     cp_async_commit();
   };
   const int before_wait = min(prewait_groups, kStages);
-  [[maybe_unused]] const int window = a.prewait_window > 0 ? int(a.prewait_window) : 1;
-  for (int g = 0; g < before_wait; ++g) {
-    if (kPaced && g >= window) cp_async_wait_pending(window - 1);
-    issue(g, g);
-  }
+  gemv_ring::issue_first_groups<kPaced>(before_wait, a.prewait_window > 0 ? int(a.prewait_window) : 1, issue);
   uint4 norm_w[1];
   if constexpr (!kNormedInput) gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
   pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
