@@ -192,9 +192,10 @@ struct QkvAttentionOArgs {
   // and writes zeros over the delta rows it read, so the next NormMlp launch finds the buffer zero.
   float* residual_delta = nullptr;
   int32_t delta_copies = 1;  // the delta is the sum of this many (hidden) copies (NormMlpArgs); all are zeroed
-  // v7 (v7_qkv_attention_o_mlp_lead) only: the next launch's MLP (NormMlpArgs of the same layer, mlp_ctas CTAs
-  // splitting mlp_inter features as it does). The CTAs without a split pull the first mlp_lead_bytes of each MLP
-  // CTA's rows (its gate rows) into L2 while the splits attend. nullptr / 0: none. PRECOND: % 16 == 0.
+  // v7 (v7_qkv_attention_o_mlp_lead) and v27 (v27_qkv_attention_o_mlp_warm) only: the next launch's MLP
+  // (NormMlpArgs of the same layer, mlp_ctas CTAs splitting mlp_inter features as it does). The CTAs without a split
+  // pull mlp_lead_bytes of each MLP CTA's gate rows into L2 while the splits attend (v7: the first; v27: those past
+  // mlp_lead_skip_rows, whole rows). nullptr / 0: none. PRECOND: % 16 == 0.
   const bf16* mlp_w_gate_up = nullptr;  // (2 * mlp_inter, hidden)
   int64_t mlp_inter = 0;
   int32_t mlp_ctas = 0;
@@ -231,6 +232,12 @@ struct QkvAttentionOArgs {
   int32_t split_staging = 0;
   int32_t stage_burst = 0;          // v26: rows a CTA without a split issues at once before pacing (0: stage_window)
   int32_t split_prewait_rows = -1;  // v26, split_staging 0: rows issued before the wait (-1: all), the rest after
+  // v27 only: the gate rows of each MLP CTA left out of the pull (the MLP's ring reads them before its PDL wait:
+  // 24 for norm_mlp v13 / v15), and the row copies a CTA keeps in flight (0: 4; at most 8, and what its K/V ring
+  // holds).
+  int32_t mlp_lead_skip_rows = 0;
+  int32_t mlp_lead_window = 0;
+  int32_t mlp_lead_policy = 0;  // v27: the pulled lines' L2 priority, 0 evict-normal, 1 evict-first, 2 evict-last
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

@@ -132,6 +132,8 @@ void launch_qkv_attention_o_v25(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v25_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v26(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v26_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v27(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v27_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -465,6 +467,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                     "issues the next as the oldest lands) instead of queueing all at once ahead of "
                                     "the attention's loads (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v26, qkv_attention_o_v26_supports},
+      {"v27_qkv_attention_o_mlp_warm", "v25 whose CTAs without a split, after their first o pass, pull the next "
+                                       "MLP's gate rows read after its wait into L2 until the heads are merged, 4 "
+                                       "copies in flight a CTA (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v27, qkv_attention_o_v27_supports},
   };
   return v;
 }

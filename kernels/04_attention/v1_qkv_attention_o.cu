@@ -90,6 +90,11 @@ constexpr int kScaledSplitsMaxKeys = 192;
 // at ~0.44 us a hit.
 // (unused in the sm_89 build: empty body)
 [[maybe_unused]] constexpr int kDefaultStageWindow = 4;
+// v27: MLP row copies a CTA without a split keeps in flight (QkvAttentionOArgs::mlp_lead_window 0), and the most
+// (its barriers); fewer where the K/V ring, their landing place, holds fewer rows. 4 in flight a CTA is where
+// bench/queue_latency's dependent loads on other SMs barely notice the copies. (unused in the sm_89 build)
+[[maybe_unused]] constexpr int kDefaultMlpLeadWindow = 4;
+[[maybe_unused]] constexpr int kMaxMlpLeadWindow = 8;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
 
@@ -354,7 +359,7 @@ struct ORows {
 // (above), not before the PDL wait.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
@@ -747,6 +752,77 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (row < a.hidden) prefetch_l2_bulk(a.w_o + row * q_dim, uint32_t(q_dim * 2));
     }
   };
+  // v27 (kMlpLead 2): a CTA without a split, between its first o pass and the merged heads (HBM idles there: the
+  // splits' chain is round trips), pulls the next MLP launch's gate rows into L2 by bulk copies into its K/V ring,
+  // which it never uses: each MLP CTA's rows past the first mlp_lead_skip_rows (those its ring reads before its PDL
+  // wait, while this launch ends), mlp_lead_bytes of them, row r of every MLP CTA before row r + 1, the pieces dealt
+  // round-robin over the CTAs without a split. Its warp 0 keeps `window` copies in flight, issuing the next as the
+  // oldest lands, and stops once the heads are in (a poll per landed copy, overlapped with the wait for it): v7 sent
+  // the same kind of bytes at once and slowed the splits' chain by ~2.6 us (bench/queue_latency: a dependent load
+  // waits behind a burst, barely behind a few copies a CTA), and pulled the rows the MLP reads before its wait
+  // anyway. Evict-normal: the evict-first streams until the MLP reads them do not push them out. What is left in
+  // flight is waited for at the kernel's end. The MLP's reads find the rows in L2; nothing else changes (a hint).
+  __shared__ uint64_t mlp_lead_bar[kMlpLead == 2 ? kMaxMlpLeadWindow : 1];
+  // This CTA's copies in flight, and the slot and phase parity of the oldest (warp 0 of a CTA without a split).
+  int lead_pending = 0, lead_oldest = 0, lead_window = 1;
+  uint32_t lead_parity = 0;
+  [[maybe_unused]] const auto lead_land_oldest = [&] {
+    mbarrier_wait_parity(&mlp_lead_bar[lead_oldest], lead_parity);
+    --lead_pending;
+    if (++lead_oldest == lead_window) lead_oldest = 0, lead_parity ^= 1;
+  };
+  [[maybe_unused]] const auto lead_mlp_rows = [&] {
+    const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
+    const int64_t row_bytes = a.hidden * 2;
+    const int slots = int(size_t(kStages) * attention_mma::tile_bytes<kHeadDim>() / size_t(row_bytes));
+    lead_window = min(min(a.mlp_lead_window > 0 ? int(a.mlp_lead_window) : kDefaultMlpLeadWindow, kMaxMlpLeadWindow),
+                      slots);
+    if (warp != 0 || cta < attending || lead_window < 1 || a.mlp_w_gate_up == nullptr || a.mlp_ctas < 1 ||
+        row_bytes % 16 != 0) {
+      lead_window = 1;
+      return;
+    }
+    // Piece k (row skip + k / mlp_ctas of MLP CTA k % mlp_ctas) for k = this CTA's index among the free ones, then
+    // every free_ctas-th, stepped in 32 bits without a division (PRECOND, supports(): mlp_ctas * mlp_inter and the
+    // rows < 2^31). A 64-bit division is ~100 dependent instructions: with four a piece, the first form of this loop
+    // took ~1 us a piece, and its warp held the CTA's o phase that long after the heads were in.
+    const int ctas = a.mlp_ctas, inter = int(a.mlp_inter);
+    const int end_row = a.mlp_lead_skip_rows + int((a.mlp_lead_bytes + row_bytes - 1) / row_bytes);
+    const int step_t = free_ctas % ctas, step_row = free_ctas / ctas;
+    int t = (cta - attending) % ctas, row = a.mlp_lead_skip_rows + (cta - attending) / ctas;
+    if (lane == 0) {
+      for (int s = 0; s < lead_window; ++s) mbarrier_init(&mlp_lead_bar[s], 1);
+      fence_mbarrier_init();
+    }
+    __syncwarp();
+    const uint64_t policy = a.mlp_lead_policy == 1   ? make_evict_first_policy()
+                            : a.mlp_lead_policy == 2 ? make_evict_last_policy()
+                                                     : make_evict_normal_policy();
+    unsigned char* slot0 = smem + l.ring;
+    const volatile uint32_t* heads_in = arrivals;
+    int slot = 0;  // the next copy's
+    for (;;) {
+      for (; lead_pending < lead_window && row < end_row;) {
+        const int f0 = int(uint32_t(t) * uint32_t(inter) / uint32_t(ctas));
+        const int features = int(uint32_t(t + 1) * uint32_t(inter) / uint32_t(ctas)) - f0;
+        if (row < features) {  // (past its gate rows: nothing)
+          if (lane == 0) {
+            mbarrier_arrive_expect_tx(&mlp_lead_bar[slot], uint32_t(row_bytes));
+            bulk_copy_g2s(slot0 + slot * row_bytes, a.mlp_w_gate_up + (int64_t(f0) + row) * a.hidden,
+                          uint32_t(row_bytes), &mlp_lead_bar[slot], policy);
+          }
+          ++lead_pending;
+          if (++slot == lead_window) slot = 0;
+        }
+        t += step_t, row += step_row;
+        if (t >= ctas) t -= ctas, ++row;
+      }
+      if (lead_pending == 0) break;      // every piece of this CTA pulled
+      const uint32_t merged = *heads_in;  // (issued now, used after the wait below: one latency for both)
+      lead_land_oldest();
+      if (merged >= uint32_t(p.kv_heads)) break;  // the heads are in: the o phase goes first
+    }
+  };
   // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
   if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
@@ -883,7 +959,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // v7: the CTAs without a split, idle until the heads are merged, pull the next MLP's first rows into L2 (HBM
   // idles during the attention's chain): CTA j of them takes MLP CTAs j, j + free, ..., a lane per 64 KB.
-  if constexpr (kMlpLead) {
+  if constexpr (kMlpLead == 1) {
     const int attending = splits * int(p.kv_heads);
     if (cta >= attending && warp == 0 && a.mlp_w_gate_up != nullptr) {
       const int free_ctas = int(gridDim.x) - attending;
@@ -1073,10 +1149,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   [[maybe_unused]] const bool last_pass = pass == o_passes - 1;
   if constexpr (kWarmRows == 1) {
     if (!last_pass && (a.warm_code & 32)) pull_split_rows();
-    if (last_pass)
+    if (last_pass) {
+      if (kMlpLead == 2 && warm_pass && !attends) lead_mlp_rows();  // (v27: after the first pass)
       receive_heads();
-    else
+    } else {
       wait_staged();  // (the first pass reads the staged rows too)
+    }
   } else if (pass == 1) {
     stamp(a.trace, kTraceOStaged);
     sq = 0.0f;
@@ -1138,6 +1216,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
     a.norm_partials[cta] = total;
   }
+  // v27: the MLP rows still in flight land before the CTA's shared memory goes.
+  if constexpr (kMlpLead == 2)
+    while (lead_pending > 0) lead_land_oldest();
   stamp(a.trace, kTraceEnd);
 #endif
 }
@@ -1189,7 +1270,7 @@ Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool 
                     plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs, row_barriers);
 }
 
-template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false,
+template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
@@ -1211,7 +1292,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
 
-template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, bool kMlpLead = false, bool kLean = false,
+template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0, bool kLean = false,
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
@@ -1234,8 +1315,9 @@ void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t 
 
 // kOVecs: 0 (v1-v3), v4's 16-byte pieces of a w_o row per thread (2 up to q_dim 4096, 4 up to 8192), or -1 (v5:
 // the o rows on tensor cores).
-// kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: v7's prefetch of the next MLP's rows.
-template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, bool kMlpLead = false,
+// kWarpKeys: v6's attention core (the kernel's kStages == 0); kMlpLead: the next MLP's rows into L2, 1 v7's burst,
+// 2 v27's paced copies.
+template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpKeys = false, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
@@ -1572,6 +1654,32 @@ void launch_qkv_attention_o_v26(const QkvAttentionOArgs& a, cudaStream_t stream)
   if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
   launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, false, false, true>(a,
                                                                                                          stream);
+}
+
+// v27_qkv_attention_o_mlp_warm: v25 whose CTAs without a split, once their first o pass is done, pull the next
+// MLP's gate rows past those its ring reads before its PDL wait into L2, a few copies in flight at a time, until the
+// heads are merged (kMlpLead 2 above): bytes the MLP would read from HBM after its release, moved into the HBM time
+// the attention's chain leaves idle. Where v25 runs v9's kernel (every CTA splits: none is free), v9's. Refuses what
+// v9 refuses, a negative window or skip, and shapes past the pull's 32-bit arithmetic. Measured (H200, Qwen3-8B,
+// ITERATIONS.md session 21): against its own code with nothing to pull (--mlp-l2-lead-kb 0) 0.9993x / 0.9995x /
+// 0.9994x / 0.9986x at prompts 128 / 512 / 1024 / 2048; evict-first pulls 0.992x-0.996x of the evict-normal ones.
+// Traced, the MLP after its release is no shorter (66.74 us against v25's 66.20) and the heads merge ~0.8 us later.
+bool qkv_attention_o_v27_supports(const QkvAttentionOArgs& a) {
+  constexpr int64_t kInt32 = int64_t(1) << 31;  // (the pull's piece arithmetic is 32-bit)
+  return qkv_attention_o_v9_supports(a) && a.mlp_lead_window >= 0 && a.mlp_lead_skip_rows >= 0 &&
+         a.mlp_lead_policy >= 0 && a.mlp_lead_policy <= 2 && a.mlp_lead_bytes >= 0 && a.mlp_ctas >= 0 &&
+         a.mlp_inter >= 0 && int64_t(a.mlp_ctas) * a.mlp_inter < kInt32 &&
+         a.mlp_lead_skip_rows + a.mlp_lead_bytes / 16 + a.mlp_ctas < kInt32;
+}
+
+void launch_qkv_attention_o_v27(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  const Plan plan = plan_for(a);
+  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split) {
+    if (mostly_every_cta_splits(a, kScaledSplitsMaxKeys)) return launch_qkv_attention_o_v9(a, stream);
+    return launch_version<true, false, 0, false, 2, true, 0, false, 0, 0, false, 1, 4, false, true>(a, stream);
+  }
+  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
+  launch_version<true, false, 0, false, 2, true, 0, false, 0, 0, false, 1>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

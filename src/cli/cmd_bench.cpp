@@ -105,7 +105,8 @@ void register_bench(CLI::App& app) {
     int32_t attention_o_keys_per_split = 0, attention_o_smem_kb = -1, attention_o_l2_rows = -1, attention_o_stages = 0,
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
             attention_o_late_rows = 0, attention_o_warm_code = 0, attention_o_stage_window = 0,
-            attention_o_split_staging = 0, attention_o_stage_burst = 0, attention_o_split_prewait_rows = -1;
+            attention_o_split_staging = 0, attention_o_stage_burst = 0, attention_o_split_prewait_rows = -1,
+            attention_o_mlp_lead_window = 0, attention_o_mlp_lead_skip_rows = 24, attention_o_mlp_lead_policy = 0;
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
@@ -192,6 +193,16 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-stage-window", o->attention_o_stage_window,
                   "Tuning: staged o rows v26's CTAs without a split keep in flight (0: 4)")
       ->check(CLI::Range(0, 64));
+  cmd->add_option("--attention-o-mlp-lead-window", o->attention_o_mlp_lead_window,
+                  "Tuning: MLP row copies v27's CTAs without a split keep in flight (0: 4; at most 8)")
+      ->check(CLI::Range(0, 8));
+  cmd->add_option("--attention-o-mlp-lead-skip-rows", o->attention_o_mlp_lead_skip_rows,
+                  "Tuning: gate rows of each MLP CTA v27 leaves out of its pull into L2 (default 24: those norm_mlp "
+                  "v13 / v15 read before their PDL wait); --mlp-l2-lead-kb sets how many bytes past them")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--attention-o-mlp-lead-policy", o->attention_o_mlp_lead_policy,
+                  "Tuning: the L2 priority of v27's pulled MLP rows: 0 evict-normal, 1 evict-first, 2 evict-last")
+      ->check(CLI::Range(0, 2));
   cmd->add_option("--attention-o-split-staging", o->attention_o_split_staging,
                   "Tuning: how v26's CTAs with a split stage their o rows: 0 all at once before the PDL wait, 1 all "
                   "at once after their split, 2 paced from then")
@@ -243,7 +254,8 @@ void register_bench(CLI::App& app) {
                   "the PDL wait (-1: the SMs the attention launch leaves free)")
       ->check(CLI::Range(-1, 4096));
   cmd->add_option("--mlp-l2-lead-kb", o->mlp_l2_lead_kb,
-                  "Tuning, --mlp v8_mlp_split_down_l2_lead: KB of each other CTA's rows they pull (default 192)")
+                  "Tuning, --mlp v8_mlp_split_down_l2_lead and --attention-o v7 / v27: KB of each MLP CTA's rows "
+                  "pulled into L2 (default 192)")
       ->check(CLI::Range(0, 65536));
   cmd->add_option("--qkv-prewait-groups", o->qkv_prewait_groups,
                   "Tuning, --norm-gemv v20 / v22: ring groups of 4 rows issued before the PDL wait (0: 4 / 5)")
@@ -328,6 +340,9 @@ void register_bench(CLI::App& app) {
     options.attention_o_split_staging = o->attention_o_split_staging;
     options.attention_o_stage_burst = o->attention_o_stage_burst;
     options.attention_o_split_prewait_rows = o->attention_o_split_prewait_rows;
+    options.attention_o_mlp_lead_window = o->attention_o_mlp_lead_window;
+    options.attention_o_mlp_lead_skip_rows = o->attention_o_mlp_lead_skip_rows;
+    options.attention_o_mlp_lead_policy = o->attention_o_mlp_lead_policy;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     if (!o->mlp_batched.empty()) options.decode_mlp_batched = o->mlp_batched;
@@ -534,6 +549,10 @@ void register_bench(CLI::App& app) {
     if (options.attention_o_stage_burst > 0) j["attention_o_stage_burst"] = options.attention_o_stage_burst;
     if (options.attention_o_split_prewait_rows >= 0)
       j["attention_o_split_prewait_rows"] = options.attention_o_split_prewait_rows;
+    if (options.attention_o_mlp_lead_window > 0) j["attention_o_mlp_lead_window"] = options.attention_o_mlp_lead_window;
+    if (options.attention_o_mlp_lead_policy > 0) j["attention_o_mlp_lead_policy"] = options.attention_o_mlp_lead_policy;
+    if (options.attention_o_mlp_lead_skip_rows != 24)
+      j["attention_o_mlp_lead_skip_rows"] = options.attention_o_mlp_lead_skip_rows;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();
       j["l2_persist"] = options.l2_persist;

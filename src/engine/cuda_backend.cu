@@ -898,6 +898,9 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.split_staging = o.attention_o_split_staging;
       a.stage_burst = o.attention_o_stage_burst;
       a.split_prewait_rows = o.attention_o_split_prewait_rows;
+      a.mlp_lead_window = o.attention_o_mlp_lead_window;
+      a.mlp_lead_skip_rows = o.attention_o_mlp_lead_skip_rows;
+      a.mlp_lead_policy = o.attention_o_mlp_lead_policy;
       return a;
     };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
@@ -907,7 +910,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       kernels::QkvAttentionOArgs a = attention_o_args(L, k_cache, v_cache, norm_partials);
       a.residual_delta = residual_delta;
       a.delta_copies = residual_delta ? o.mlp_delta_copies : 1;
-      // (v7) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
+      // (v7, v27) The next launch's MLP rows into L2 from the CTAs that do not attend, where that MLP is one launch.
       if (m.mlp) {
         a.mlp_w_gate_up = L.w_gate_up;
         a.mlp_inter = I;

@@ -97,6 +97,11 @@ struct EngineOptions {
   int32_t attention_o_split_staging = 0;       // QkvAttentionOArgs::split_staging (v26; 0-2)
   int32_t attention_o_stage_burst = 0;         // QkvAttentionOArgs::stage_burst (v26)
   int32_t attention_o_split_prewait_rows = -1;  // QkvAttentionOArgs::split_prewait_rows (v26; -1: all)
+  // QkvAttentionOArgs::mlp_lead_window (v27; 0: 4) and mlp_lead_skip_rows (v27: the gate rows of each MLP CTA its
+  // ring reads before the PDL wait: 3 groups of 8 in norm_mlp v13 / v15; mlp_lead_bytes is mlp_l2_lead_bytes).
+  int32_t attention_o_mlp_lead_window = 0;
+  int32_t attention_o_mlp_lead_skip_rows = 24;
+  int32_t attention_o_mlp_lead_policy = 0;  // QkvAttentionOArgs::mlp_lead_policy (v27)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;

@@ -1571,14 +1571,29 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   }
 }
 
+// One tuning of a qkv_attention_o version over the cases its tuning tests share: at 129 keys in slot 2 (most CTAs
+// without a split), at 1000 (a few), at 8192 (v9's kernel: every CTA splits), and with a short last row block and
+// a delta of two copies. plain: the attention run beside every case (the callers': only the engine's, to keep them
+// short).
+void run_o_tuning_cases(VersionRunner<kernels::QkvAttentionArgs>& plain,
+                        VersionRunner<kernels::QkvAttentionOArgs>& runner, const std::string& tuning,
+                        const std::function<void(kernels::QkvAttentionOArgs&)>& tune) {
+  for (const QkvAttentionCase& c :
+       {QkvAttentionCase{"ctx=129 slot 2" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {2}, 3, 1100, true},
+        QkvAttentionCase{"ctx=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100, true},
+        QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192, true}})
+    run_qkv_attention_case(plain, c, &runner, kHidden, 0, 0, -1, 0, 0, 0, 0, 0, tune);
+  run_qkv_attention_case(plain, {"hidden=1000 delta" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
+                         &runner, 1000, 0, 2, -1, 0, 0, 0, 0, 192 * 1024, tune);
+}
+
 // v26's staging tunings (QkvAttentionOArgs::stage_window, stage_burst, split_staging, split_prewait_rows), v26 only
 // (QkvAttentionODecode runs it with its defaults among every version): one row in flight, a burst before the
 // window, the split CTAs' rows after their split at once and paced, part of them before the wait, none before it,
 // a window wider than the rows. At 129 keys in slot 2 most CTAs pace; at 1000 a few do; at 8192 (v9's kernel) none;
 // and with a short last row block and a delta of two copies.
 TEST_F(GpuTest, QkvAttentionOPacedStaging) {
-  // (the plain attention runs beside every case: here only the engine's, to keep the test short)
-  VersionRunner<kernels::QkvAttentionArgs> unused(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
+  VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
       kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
   VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
       kernels::find_version(kernels::qkv_attention_o_versions(), "v26_qkv_attention_o_paced")});
@@ -1595,13 +1610,29 @@ TEST_F(GpuTest, QkvAttentionOPacedStaging) {
       a.split_staging = t.split_staging;
       a.split_prewait_rows = t.split_prewait_rows;
     };
-    for (const QkvAttentionCase& c :
-         {QkvAttentionCase{"ctx=129 slot 2" + tuning, kQHeads, kKvHeads, kHeadDim, {128}, {2}, 3, 1100, true},
-          QkvAttentionCase{"ctx=1000" + tuning, kQHeads, kKvHeads, kHeadDim, {999}, {}, 1, 1100, true},
-          QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192, true}})
-      run_qkv_attention_case(unused, c, &runner, kHidden, 0, 0, -1, 0, 0, 0, 0, 0, tune);
-    run_qkv_attention_case(unused, {"hidden=1000 delta" + tuning, kQHeads, kKvHeads, kHeadDim, {700}, {}, 1, 1100},
-                           &runner, 1000, 0, 2, -1, 0, 0, 0, 0, 192 * 1024, tune);
+    run_o_tuning_cases(plain, runner, tuning, tune);
+  }
+}
+
+// v27's pull of the next MLP's rows into L2 under its tuning: a hint that must leave every output as v25 writes it
+// (the pull lands in the K/V ring of CTAs without a split, which they never read, and stops once the heads are in).
+TEST_F(GpuTest, QkvAttentionOMlpWarm) {
+  VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
+      kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
+  VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
+      kernels::find_version(kernels::qkv_attention_o_versions(), "v27_qkv_attention_o_mlp_warm")});
+  struct Lead {
+    int32_t window, skip_rows;
+    int64_t bytes;
+  };
+  for (const Lead& t : {Lead{1, 0, 64 * 1024}, Lead{4, 3, 1 << 20}, Lead{8, 1, 64 * 1024}, Lead{2, 1000, 8192}}) {
+    const std::string tuning = " lead " + str(t.window) + "/" + str(t.skip_rows) + "/" + str(t.bytes);
+    const auto tune = [t](kernels::QkvAttentionOArgs& a) {
+      a.mlp_lead_window = t.window;
+      a.mlp_lead_skip_rows = t.skip_rows;
+      a.mlp_lead_bytes = t.bytes;
+    };
+    run_o_tuning_cases(plain, runner, tuning, tune);
   }
 }
 
