@@ -79,6 +79,21 @@ inline std::string utc_time(bool for_file_name) {
   return buffer;
 }
 
+// Writes a tool's JSON to `out`, or where that is empty to bench/results/<stem>-<UTC time>.json; 0 when written,
+// else 1 with the reason on stderr (the tool's exit status).
+inline int write_results(std::string out, const std::string& stem, const std::string& json) {
+  if (out.empty()) out = std::string(QWEN3_SOURCE_DIR) + "/bench/results/" + stem + "-" + utc_time(true) + ".json";
+  FILE* f = std::fopen(out.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "error: cannot write %s\n", out.c_str());
+    return 1;
+  }
+  std::fputs(json.c_str(), f);
+  std::fclose(f);
+  std::printf("wrote %s\n", out.c_str());
+  return 0;
+}
+
 // ---- random device data -----------------------------------------------------------------------------------
 __host__ __device__ inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;

@@ -204,15 +204,7 @@ int run(int argc, char** argv) {
     }
   }
   json += "]}\n";
-  if (out.empty()) out = std::string(QWEN3_SOURCE_DIR) + "/bench/results/l2-retention-" + utc_time(true) + ".json";
-  if (FILE* f = std::fopen(out.c_str(), "w")) {
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-    std::printf("wrote %s\n", out.c_str());
-  } else {
-    std::fprintf(stderr, "error: cannot write %s\n", out.c_str());
-    return 1;
-  }
+  if (write_results(out, "l2-retention", json) != 0) return 1;
   for (void* b : {static_cast<void*>(a), static_cast<void*>(fresh), static_cast<void*>(start_ns),
                   static_cast<void*>(done_ns)})
     BENCH_CHECK(cudaFree(b));

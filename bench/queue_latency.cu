@@ -319,15 +319,7 @@ int run(int argc, char** argv) {
   json += "], \"bucket_edges_us\": [";
   for (int b = 0; b <= kBuckets; ++b) json += (b ? ", " : "") + std::to_string(kBucketEdges[b]);
   json += "]}\n";
-  if (out.empty()) out = std::string(QWEN3_SOURCE_DIR) + "/bench/results/queue-latency-" + utc_time(true) + ".json";
-  if (FILE* f = std::fopen(out.c_str(), "w")) {
-    std::fputs(json.c_str(), f);
-    std::fclose(f);
-    std::printf("wrote %s\n", out.c_str());
-  } else {
-    std::fprintf(stderr, "error: cannot write %s\n", out.c_str());
-    return 1;
-  }
+  if (write_results(out, "queue-latency", json) != 0) return 1;
   for (void* b : {static_cast<void*>(background), static_cast<void*>(l2_chase), static_cast<void*>(hbm_chase),
                   static_cast<void*>(counter), static_cast<void*>(start_ns), static_cast<void*>(done_ns),
                   static_cast<void*>(issue_ns), static_cast<void*>(latency), static_cast<void*>(calibration),
