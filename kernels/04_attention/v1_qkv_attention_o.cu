@@ -95,6 +95,9 @@ constexpr int kScaledSplitsMaxKeys = 192;
 // bench/queue_latency's dependent loads on other SMs barely notice the copies. (unused in the sm_89 build)
 [[maybe_unused]] constexpr int kDefaultMlpLeadWindow = 4;
 [[maybe_unused]] constexpr int kMaxMlpLeadWindow = 8;
+// v27: landed copies between reads of the heads' count (below). 4 pulled 9.7 MB a layer at prompt 128 against 5.9
+// with 1, and the step was slower for it (0.993x against 0.999x of v27 with nothing to pull; ITERATIONS.md session 21).
+[[maybe_unused]] constexpr int kLeadPollEvery = 1;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
 
@@ -145,7 +148,8 @@ Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap
 // Points of a CTA's work stamped into QkvAttentionOArgs::trace (profiling).
 enum QkvAttentionOTraceEvent {
   kTraceStart,        // the CTA began (resident)
-  kTraceIssued,       // its w_o copies are issued (thread 0; v14, v15: and its attention's warm-up pass done)
+  kTraceIssued,       // its w_o copies are issued (thread 0; v14, v15: and its attention's warm-up pass done;
+                      // v27, a CTA without a split: overwritten by the count of MLP rows it pulled)
   kTraceWaited,       // past the PDL wait
   kTraceAttended,     // its split is written and counted (0: the CTA had no split)
   kTraceAllSplits,    // every split is in
@@ -757,7 +761,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // which it never uses: each MLP CTA's rows past the first mlp_lead_skip_rows (those its ring reads before its PDL
   // wait, while this launch ends), mlp_lead_bytes of them, row r of every MLP CTA before row r + 1, the pieces dealt
   // round-robin over the CTAs without a split. Its warp 0 keeps `window` copies in flight, issuing the next as the
-  // oldest lands, and stops once the heads are in (a poll per landed copy, overlapped with the wait for it): v7 sent
+  // oldest lands, and stops once the heads are in (a poll per kLeadPollEvery landed copies): v7 sent
   // the same kind of bytes at once and slowed the splits' chain by ~2.6 us (bench/queue_latency: a dependent load
   // waits behind a burst, barely behind a few copies a CTA), and pulled the rows the MLP reads before its wait
   // anyway. Evict-normal: the evict-first streams until the MLP reads them do not push them out. What is left in
@@ -800,7 +804,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                      : make_evict_normal_policy();
     unsigned char* slot0 = smem + l.ring;
     const volatile uint32_t* heads_in = arrivals;
-    int slot = 0;  // the next copy's
+    int slot = 0;         // the next copy's
+    int pulled = 0;       // copies landed
+    uint32_t merged = 0;  // the heads' count as last read
     for (;;) {
       for (; lead_pending < lead_window && row < end_row;) {
         const int f0 = int(uint32_t(t) * uint32_t(inter) / uint32_t(ctas));
@@ -817,11 +823,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         t += step_t, row += step_row;
         if (t >= ctas) t -= ctas, ++row;
       }
-      if (lead_pending == 0) break;      // every piece of this CTA pulled
-      const uint32_t merged = *heads_in;  // (issued now, used after the wait below: one latency for both)
+      if (lead_pending == 0) break;  // every piece of this CTA pulled
+      // The heads' count, read every kLeadPollEvery landed copies and looked at that many later. A load issued
+      // behind this SM's copies waits for them (~1.3 us, bench/queue_latency): read at every copy, the count paces
+      // the pull to a row every ~0.65 us a CTA (5.9 MB a layer at prompt 128, counted from the trace); every 4th,
+      // 9.7 MB, the o phase starting up to two such waits after the heads are in.
+      if (pulled % kLeadPollEvery == 0) merged = *heads_in;
       lead_land_oldest();
-      if (merged >= uint32_t(p.kv_heads)) break;  // the heads are in: the o phase goes first
+      ++pulled;
+      if (pulled % kLeadPollEvery == 0 && merged >= uint32_t(p.kv_heads)) break;  // the o phase goes first
     }
+    // (profiling: the rows this CTA pulled, in place of its "issued" stamp, which no tool reads)
+    if (a.trace != nullptr && threadIdx.x == 0)
+      a.trace[blockIdx.x * kQkvAttentionOTraceEvents + kTraceIssued] = uint64_t(pulled + lead_pending);
   };
   // v18 (kWarmRows 2): a CTA without a split pulls its unstaged o rows into L2 now, while the splits attend.
   if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
