@@ -1,6 +1,7 @@
-// v1_qkv_attention_o, v2_qkv_attention_o_head_merge (the default), v3_qkv_attention_o_short_chain,
-// v4_qkv_attention_o_grouped, v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys and v7_qkv_attention_o_mlp_lead:
-// the decode attention and the o projection (with its residual add) in one launch, batch 1.
+// v1_qkv_attention_o, v2_qkv_attention_o_head_merge, v3_qkv_attention_o_short_chain, v4_qkv_attention_o_grouped,
+// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v27 (each described at its
+// launcher below; the engine's default is v25_qkv_attention_o_scaled_early since session 18): the decode attention and
+// the o projection (with its residual add) in one launch, batch 1.
 //
 // Why: in the chain, the fused attention (v12) is a ~8 us dependent chain per layer while HBM idles (qkv read,
 // QK-norm/RoPE, K/V tiles, merge), and the o GEMV behind it can only start its first loads under PDL; together
