@@ -49,7 +49,9 @@ using kernels::mbarrier_wait_parity;
 constexpr int kChunkBytes = 8192;  // one copy: a Qwen3-8B weight row
 constexpr int kMaxWindow = 16;
 constexpr int kSmemBytes = 1024 + kMaxWindow * kChunkBytes;  // the barriers, then the slots (and one CTA an SM)
-enum Policy { kEvictNormal = 0, kEvictFirst = 1, kEvictLast = 2 };
+// The pull's L2 priority (kernels::L2Priority, in this order).
+enum Policy { kEvictNormal = kernels::kL2EvictNormal, kEvictFirst = kernels::kL2EvictFirst,
+              kEvictLast = kernels::kL2EvictLast };
 const char* const kPolicyNames[] = {"evict-normal", "evict-first", "evict-last"};
 
 // CTA c copies bytes [c * per_cta, (c + 1) * per_cta) of src into shared memory, `window` 8 KB copies in flight,
@@ -66,13 +68,7 @@ __global__ void __launch_bounds__(32, 1)
   start_ns[blockIdx.x] = global_timer_ns();
   for (int i = 0; i < window; ++i) mbarrier_init(bars + i, 1);
   fence_mbarrier_init();
-  uint64_t policy;
-  if (policy_kind == kEvictFirst)
-    policy = kernels::make_evict_first_policy();
-  else if (policy_kind == kEvictLast)
-    policy = kernels::make_evict_last_policy();
-  else
-    policy = kernels::make_evict_normal_policy();
+  const uint64_t policy = kernels::make_l2_policy(policy_kind);
   const unsigned char* mine = src + int64_t(blockIdx.x) * per_cta;
   const int64_t chunks = per_cta / kChunkBytes;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -97,9 +93,7 @@ __global__ void __launch_bounds__(kLoadThreads, 1)
                 uint64_t* done_ns, uint32_t* sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (threadIdx.x == 0) start_ns[blockIdx.x] = global_timer_ns();
-  const uint64_t policy = policy_kind == kEvictFirst  ? kernels::make_evict_first_policy()
-                          : policy_kind == kEvictLast ? kernels::make_evict_last_policy()
-                                                      : kernels::make_evict_normal_policy();
+  const uint64_t policy = kernels::make_l2_policy(policy_kind);
   const uint4* mine = reinterpret_cast<const uint4*>(src + int64_t(blockIdx.x) * per_cta);
   const int64_t vecs = per_cta / 16, step = int64_t(kLoadThreads) * window;
   uint32_t folded = 0;

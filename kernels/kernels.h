@@ -238,6 +238,7 @@ struct QkvAttentionOArgs {
   int32_t mlp_lead_skip_rows = 0;
   int32_t mlp_lead_window = 0;
   int32_t mlp_lead_policy = 0;  // v27: the pulled lines' L2 priority, 0 evict-normal, 1 evict-first, 2 evict-last
+                                // (kernels/common/ptx.cuh L2Priority)
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

@@ -800,9 +800,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_mbarrier_init();
     }
     __syncwarp();
-    const uint64_t policy = a.mlp_lead_policy == 1   ? make_evict_first_policy()
-                            : a.mlp_lead_policy == 2 ? make_evict_last_policy()
-                                                     : make_evict_normal_policy();
+    const uint64_t policy = make_l2_policy(a.mlp_lead_policy);
     unsigned char* slot0 = smem + l.ring;
     const volatile uint32_t* heads_in = arrivals;
     int slot = 0;         // the next copy's
@@ -1641,12 +1639,27 @@ void launch_qkv_attention_o_v23(const QkvAttentionOArgs& a, cudaStream_t stream)
 // positions), and the same as v23 past it. Refuses what v9 refuses.
 bool qkv_attention_o_v25_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v9_supports(a); }
 
-void launch_qkv_attention_o_v25(const QkvAttentionOArgs& a, cudaStream_t stream) {
+namespace {
+
+// v25's choice of kernel, for v25 and the versions built on it (kMlpLead: v27's pull; kPacedStaging: v26's staging):
+// v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
+// v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
+// tests).
+template <int kMlpLead = 0, bool kPacedStaging = false>
+void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
-  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split)
-    return launch_qkv_attention_o_v22(a, stream);
-  launch_qkv_attention_o_v17(a, stream);
+  const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
+  if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) return launch_qkv_attention_o_v9(a, stream);
+  if (scaled)
+    return launch_version<true, false, 0, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true, false,
+                          kPacedStaging>(a, stream);
+  launch_version<true, false, 0, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
+                 kPacedStaging>(a, stream);
 }
+
+}  // namespace
+
+void launch_qkv_attention_o_v25(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_scaled_early(a, stream); }
 
 // v26_qkv_attention_o_paced: v25 whose CTAs without a split keep QkvAttentionOArgs::stage_window staged o rows in
 // flight instead of issuing all at once (kPacedStaging above; QkvAttentionOArgs::split_staging says how the CTAs
@@ -1660,15 +1673,7 @@ bool qkv_attention_o_v26_supports(const QkvAttentionOArgs& a) {
 }
 
 void launch_qkv_attention_o_v26(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split) {
-    if (mostly_every_cta_splits(a, kScaledSplitsMaxKeys)) return launch_qkv_attention_o_v9(a, stream);
-    return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, true, false, true>(
-        a, stream);
-  }
-  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
-  launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 1, 4, false, false, false, true>(a,
-                                                                                                         stream);
+  launch_scaled_early<0, true>(a, stream);
 }
 
 // v27_qkv_attention_o_mlp_warm: v25 whose CTAs without a split, once their first o pass is done, pull the next
@@ -1687,15 +1692,7 @@ bool qkv_attention_o_v27_supports(const QkvAttentionOArgs& a) {
          a.mlp_lead_skip_rows + a.mlp_lead_bytes / 16 + a.mlp_ctas < kInt32;
 }
 
-void launch_qkv_attention_o_v27(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  if (a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split) {
-    if (mostly_every_cta_splits(a, kScaledSplitsMaxKeys)) return launch_qkv_attention_o_v9(a, stream);
-    return launch_version<true, false, 0, false, 2, true, 0, false, 0, 0, false, 1, 4, false, true>(a, stream);
-  }
-  if (mostly_every_cta_splits(a)) return launch_qkv_attention_o_v9(a, stream);
-  launch_version<true, false, 0, false, 2, true, 0, false, 0, 0, false, 1>(a, stream);
-}
+void launch_qkv_attention_o_v27(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_scaled_early<2>(a, stream); }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
 // the new key's split on the CTAs resident first. Refuses what v9 refuses.

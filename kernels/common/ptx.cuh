@@ -29,6 +29,15 @@ __device__ __forceinline__ uint64_t make_evict_last_policy() {
   return policy;
 }
 
+// The policy for a priority chosen at run time (QkvAttentionOArgs::mlp_lead_policy, bench/l2_retention): any value
+// but kL2EvictFirst and kL2EvictLast is evict-normal.
+enum L2Priority { kL2EvictNormal = 0, kL2EvictFirst = 1, kL2EvictLast = 2 };
+__device__ __forceinline__ uint64_t make_l2_policy(int priority) {
+  return priority == kL2EvictFirst  ? make_evict_first_policy()
+         : priority == kL2EvictLast ? make_evict_last_policy()
+                                    : make_evict_normal_policy();
+}
+
 // 16-byte read-only load that skips L1 (no reuse within the SM) and carries the L2 policy above.
 __device__ __forceinline__ uint4 load_stream_16B(const void* ptr, uint64_t policy) {
   uint4 v;
@@ -208,22 +217,6 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
         : "memory");
   } while (!done);
 #endif
-}
-
-// Whether the phase of parity `parity` has completed, without waiting (mbarrier.test_wait): a producer that polls
-// something else between its copies' completions. Acquire, as mbarrier_wait_parity.
-__device__ __forceinline__ bool mbarrier_test_parity(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-      "selp.u32 %0, 1, 0, p;\n\t}"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
-#endif
-  return done != 0;
 }
 
 // Bulk copy global -> this CTA's shared memory, completing `bytes` on `bar`, with an L2 policy (evict-first for

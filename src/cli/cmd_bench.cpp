@@ -106,7 +106,8 @@ void register_bench(CLI::App& app) {
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
             attention_o_late_rows = 0, attention_o_warm_code = 0, attention_o_stage_window = 0,
             attention_o_split_staging = 0, attention_o_stage_burst = 0, attention_o_split_prewait_rows = -1,
-            attention_o_mlp_lead_window = 0, attention_o_mlp_lead_skip_rows = 24, attention_o_mlp_lead_policy = 0;
+            attention_o_mlp_lead_window = 0, attention_o_mlp_lead_policy = 0;
+    std::optional<int32_t> attention_o_mlp_lead_skip_rows;  // (unset: EngineOptions' default)
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
     std::string l2_persist;
@@ -341,7 +342,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_stage_burst = o->attention_o_stage_burst;
     options.attention_o_split_prewait_rows = o->attention_o_split_prewait_rows;
     options.attention_o_mlp_lead_window = o->attention_o_mlp_lead_window;
-    options.attention_o_mlp_lead_skip_rows = o->attention_o_mlp_lead_skip_rows;
+    if (o->attention_o_mlp_lead_skip_rows) options.attention_o_mlp_lead_skip_rows = *o->attention_o_mlp_lead_skip_rows;
     options.attention_o_mlp_lead_policy = o->attention_o_mlp_lead_policy;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
@@ -551,8 +552,7 @@ void register_bench(CLI::App& app) {
       j["attention_o_split_prewait_rows"] = options.attention_o_split_prewait_rows;
     if (options.attention_o_mlp_lead_window > 0) j["attention_o_mlp_lead_window"] = options.attention_o_mlp_lead_window;
     if (options.attention_o_mlp_lead_policy > 0) j["attention_o_mlp_lead_policy"] = options.attention_o_mlp_lead_policy;
-    if (options.attention_o_mlp_lead_skip_rows != 24)
-      j["attention_o_mlp_lead_skip_rows"] = options.attention_o_mlp_lead_skip_rows;
+    if (o->attention_o_mlp_lead_skip_rows) j["attention_o_mlp_lead_skip_rows"] = *o->attention_o_mlp_lead_skip_rows;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();
       j["l2_persist"] = options.l2_persist;
