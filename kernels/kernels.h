@@ -192,10 +192,11 @@ struct QkvAttentionOArgs {
   // and writes zeros over the delta rows it read, so the next NormMlp launch finds the buffer zero.
   float* residual_delta = nullptr;
   int32_t delta_copies = 1;  // the delta is the sum of this many (hidden) copies (NormMlpArgs); all are zeroed
-  // v7 (v7_qkv_attention_o_mlp_lead) and v27 (v27_qkv_attention_o_mlp_warm) only: the next launch's MLP
+  // v7 (v7_qkv_attention_o_mlp_lead), v27 (v27_qkv_attention_o_mlp_warm) and v28 only: the next launch's MLP
   // (NormMlpArgs of the same layer, mlp_ctas CTAs splitting mlp_inter features as it does). The CTAs without a split
   // pull mlp_lead_bytes of each MLP CTA's gate rows into L2 while the splits attend (v7: the first; v27: those past
-  // mlp_lead_skip_rows, whole rows). nullptr / 0: none. PRECOND: % 16 == 0.
+  // mlp_lead_skip_rows, whole rows) or once the heads are merged (v28: those past mlp_lead_skip_rows). nullptr / 0:
+  // none. PRECOND: % 16 == 0.
   const bf16* mlp_w_gate_up = nullptr;  // (2 * mlp_inter, hidden)
   int64_t mlp_inter = 0;
   int32_t mlp_ctas = 0;
@@ -232,9 +233,9 @@ struct QkvAttentionOArgs {
   int32_t split_staging = 0;
   int32_t stage_burst = 0;          // v26: rows a CTA without a split issues at once before pacing (0: stage_window)
   int32_t split_prewait_rows = -1;  // v26, split_staging 0: rows issued before the wait (-1: all), the rest after
-  // v27 only: the gate rows of each MLP CTA left out of the pull (the MLP's ring reads them before its PDL wait:
-  // 24 for norm_mlp v13 / v15), and the row copies a CTA keeps in flight (0: 4; at most 8, and what its K/V ring
-  // holds).
+  // v27 and v28 (the skip only): the gate rows of each MLP CTA left out of the pull (the MLP's ring reads them
+  // before its PDL wait: 24 for norm_mlp v13 / v15), and the row copies a CTA keeps in flight (0: 4; at most 8, and
+  // what its K/V ring holds).
   int32_t mlp_lead_skip_rows = 0;
   int32_t mlp_lead_window = 0;
   int32_t mlp_lead_policy = 0;  // v27: the pulled lines' L2 priority, 0 evict-normal, 1 evict-first, 2 evict-last
@@ -350,6 +351,11 @@ struct NormMlpArgs {
   // Tuning, v15 (v15_mlp_split_down_paced) only (last, so that the aggregate initializations above stay): of the
   // ring groups before the PDL wait, how many are in flight at once (0: 1).
   int32_t prewait_window = 0;
+  // v16 (v16_mlp_split_down_late) only: the CTAs from index late_cta_from on (0: a quarter of the grid, rounded
+  // down; -1: none, v15's launch) issue late_prewait_groups (0-3) ring groups before the PDL wait instead of all
+  // three, and the rest after it, behind the norm's loads (the last indices find their SMs last).
+  int32_t late_cta_from = 0;
+  int32_t late_prewait_groups = 1;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
@@ -444,6 +450,12 @@ struct NormGemvArgs {
   // v22 (v22_gemv_norm_ring_paced) only: its groups before the PDL wait (prewait_groups, 0: 5) go out this many at
   // a time (0: 1), the next once the oldest has landed.
   int32_t prewait_window = 0;
+  // v23 (v23_gemv_norm_ring_late) only: the CTAs from index late_cta_from on (0: a quarter of the grid, rounded
+  // down; -1: none, v22's launch) issue late_prewait_groups (0-5) ring groups before the PDL wait instead of
+  // prewait_groups, and the rest after it, behind the norm's loads. The block scheduler places CTAs in index order
+  // as the MLP's leave their SMs, so the last indices become resident in the MLP's last microseconds.
+  int32_t late_cta_from = 0;
+  int32_t late_prewait_groups = 1;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

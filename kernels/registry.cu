@@ -134,6 +134,8 @@ void launch_qkv_attention_o_v26(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v26_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v27(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v27_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v28(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v28_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -182,6 +184,10 @@ void launch_gemv_norm_v21(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v21_supports(const NormGemvArgs&);
 void launch_gemv_norm_v22(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v22_supports(const NormGemvArgs&);
+void launch_gemv_norm_v23(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v23_supports(const NormGemvArgs&);
+void launch_gemv_norm_v24(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v24_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -218,6 +224,10 @@ void launch_mlp_split_down_v14(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v14_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v15(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v15_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v16(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v16_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v17(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v17_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -471,6 +481,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                        "MLP's gate rows read after its wait into L2 until the heads are merged, 4 "
                                        "copies in flight a CTA (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v27, qkv_attention_o_v27_supports},
+      {"v28_qkv_attention_o_mlp_after_heads", "v25 whose CTAs without a split, once the heads are merged, send "
+                                              "bulk L2 prefetches of the next MLP's gate rows read after its wait, "
+                                              "then run their o phase (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v28, qkv_attention_o_v28_supports},
   };
   return v;
 }
@@ -564,6 +578,14 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                    "time, the next once the previous lands, instead of a burst queued ahead of the "
                                    "loads around the MLP's end (v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v22, gemv_norm_v22_supports},
+      {"v23_gemv_norm_ring_late", "v22 whose last CTAs to become resident (from NormGemvArgs::late_cta_from, 0: a "
+                                  "quarter of the grid) issue one group before the PDL wait and the rest after the "
+                                  "norm's loads, instead of pacing five before it (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v23, gemv_norm_v23_supports},
+      {"v24_gemv_norm_ring_touch_pages", "v22 whose warp 0 prefetches one line of each page the CTA touches after "
+                                         "the PDL wait (residual, delta or partials, output) into L2 before it, so "
+                                         "that the norm's address translations are warm (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v24, gemv_norm_v24_supports},
   };
   return v;
 }
@@ -647,6 +669,14 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
       {"v15_mlp_split_down_paced", "v13 whose three ring groups before the PDL wait go out one at a time, the next "
                                    "once the previous lands, instead of 192 KB at once (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v15, mlp_split_down_v15_supports},
+      {"v16_mlp_split_down_late", "v15 whose last CTAs to become resident (from NormMlpArgs::late_cta_from, 0: a "
+                                  "quarter of the grid) issue one group before the PDL wait and the rest after the "
+                                  "norm's loads (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v16, mlp_split_down_v16_supports},
+      {"v17_mlp_split_down_touch_pages", "v15 whose warp 0 prefetches one line of each page the CTA touches after "
+                                         "the PDL wait (residual, partials, delta) into L2 before it, so that the "
+                                         "norm's address translations are warm (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v17, mlp_split_down_v17_supports},
   };
   return v;
 }

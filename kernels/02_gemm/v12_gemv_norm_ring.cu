@@ -250,17 +250,52 @@ __global__ void __launch_bounds__(kBlock, 1) norm_gemv_ring_kernel(NormGemvArgs 
 // `window` of its groups are in flight (it waits for the oldest), so that at most window groups a CTA are queued
 // ahead of the norm's loads when the wait releases (bench/queue_latency: a dependent load waits for the bytes
 // queued ahead of it, and the SM's own queue is the larger part).
-template <int kK, bool kPaced = false, class Issue>
+// v24: lanes of warp 0 prefetch into L2 one line of each page the CTA touches after the PDL wait (the residual, the
+// delta copies or the norm partials, its output rows y_rows), so that the SM's address translations for them are
+// warm when the norm's loads go out. Only a hint: nothing is read back.
+__device__ __forceinline__ void touch_chain_pages(const NormGemvArgs& a, const bf16* y_rows) {
+  const int lane = int(threadIdx.x);
+  if (lane >= kWarpSize) return;
+  const void* page = nullptr;
+  if (lane == 0)
+    page = a.residual;
+  else if (lane == 1)
+    page = y_rows;
+  else if (lane == 2)
+    page = a.residual_delta == nullptr ? static_cast<const void*>(a.norm_partials) : nullptr;
+  else if (a.residual_delta != nullptr && lane - 3 < a.delta_copies)
+    page = a.residual_delta + int64_t(lane - 3) * a.k;
+  if (page != nullptr) prefetch_l2_line(page);
+}
+
+// kLoadsFirst (v23): the first groups not issued before the wait go out after the norm's loads are sent, so that
+// those loads are not queued behind them (at most kMaxDeltaCopiesL2First delta copies, kPartialsPerLane x 32
+// partials: gemv_norm_v23_takes); the same bits. kTouchPages (v24): touch_chain_pages(a, y_rows) before the wait.
+template <int kK, bool kPaced = false, bool kLoadsFirst = false, bool kTouchPages = false, class Issue>
 __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight, Issue&& issue,
-                                              float* warp_sq, float (&x)[1][8], int window = 0) {
+                                              float* warp_sq, float (&x)[1][8], int window = 0,
+                                              const bf16* y_rows = nullptr) {
   gemv_ring::issue_first_groups<kPaced>(before_wait, window, issue);
   uint4 norm_w[1];
   gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
+  if constexpr (kTouchPages) touch_chain_pages(a, y_rows);
   pdl_wait();  // the residual, its partials or delta come from earlier kernels
   stamp(a.trace, kTraceWaited);
-  for (int g = before_wait; g < in_flight; ++g) issue(g, g);
-  normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
-                            a.eps, kK, warp_sq, x);
+  if constexpr (kLoadsFirst) {
+    const auto issue_rest = [&] {
+      for (int g = before_wait; g < in_flight; ++g) issue(g, g);
+    };
+    if (a.residual_delta != nullptr)
+      gemv_ring::normed_with_delta_loads_first<1, kMaxDeltaCopiesL2First, kThreads>(
+          a.residual, a.residual_delta, a.delta_copies, norm_w, a.eps, kK, warp_sq, x, issue_rest);
+    else
+      gemv_ring::normed_from_partials_loads_first<1, kThreads>(a.residual, a.norm_partials, a.partial_count, norm_w,
+                                                               a.eps, kK, x, issue_rest);
+  } else {
+    for (int g = before_wait; g < in_flight; ++g) issue(g, g);
+    normed_input<1, kThreads>(a.residual, a.residual_delta, a.delta_copies, a.norm_partials, a.partial_count, norm_w,
+                              a.eps, kK, warp_sq, x);
+  }
   stamp(a.trace, kTraceNormed);
 }
 
@@ -272,8 +307,13 @@ __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_
 // v20 (kGroup 4, kRingStages 6): the same ring bytes in smaller groups, so one more sixth of it is in flight while
 // a group is multiplied (160 KB instead of 128).
 // v22 (kPaced, v20's geometry): the groups before the wait paced, NormGemvArgs::prewait_window in flight.
-template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false>
-__global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
+// v23 (kLate, v22's): the CTAs from late_cta_from on issue late_cta_groups before the wait, the rest after the
+// norm's loads (lean_prologue's kLoadsFirst, for every CTA). v24 (kTouchPages, v22's): the pages after the wait
+// touched before it (touch_chain_pages).
+template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false, bool kLate = false,
+          bool kTouchPages = false>
+__global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups,
+                                                                     int late_cta_from = 0, int late_cta_groups = 0) {
   constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -299,8 +339,10 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
     cp_async_commit();
   };
   float x[1][8];
-  lean_prologue<kK, kPaced>(a, min(prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
-                            a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow);
+  const bool late = kLate && int(blockIdx.x) >= late_cta_from;
+  lean_prologue<kK, kPaced, kLate, kTouchPages>(
+      a, min(late ? late_cta_groups : prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
+      a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow, a.y + row0);
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
     uint4 w[kGroup][1];
@@ -541,13 +583,15 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 // the ring takes the shape; elsewhere v12.
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
-template <int kGroup, int kRingStages, bool kPaced = false>
-void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
-  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced>;
+template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, bool kTouchPages = false>
+void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream, int late_cta_from = 0,
+                 int late_cta_groups = 0) {
+  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages>;
   const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups);
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups, late_cta_from,
+         late_cta_groups);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -576,6 +620,41 @@ bool gemv_norm_v22_supports(const NormGemvArgs& a) { return gemv_norm_v12_suppor
 void launch_gemv_norm_v22(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
   launch_lean<4, 6, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
+}
+
+// v23_gemv_norm_ring_late: v22 whose CTAs from late_cta_from on (0: a quarter of the grid) issue late_prewait_groups
+// (default 1) ring groups before the PDL wait, and the rest of the first 5 after the wait, once the norm's loads are
+// sent (every CTA sends its loads before its copies). Why: traced at prompt 128 (mlp-trace-20261201T1642Z-s21-v25-
+// p128, by CTA index), the CTAs become resident in index order as the MLP's leave; the last 48 start within ~1 us of
+// the MLP's end, and pacing 5 groups one at a time takes them to their wait 1.7-3.6 us after it (the first third:
+// 0.9), their normed input to 4.9-6.5 us (3.5), and the attention's release waits for the last of them.
+// At most kMaxDeltaCopiesL2First delta copies and kPartialsPerLane x 32 partials; elsewhere v22.
+bool gemv_norm_v23_takes(const NormGemvArgs& a) {
+  return a.k == kLeanK && ring_supports(a) && a.prewait_window >= 0 && a.late_cta_from >= 0 &&
+         a.late_prewait_groups >= 0 && a.delta_copies <= kMaxDeltaCopiesL2First &&
+         (a.residual_delta != nullptr || a.partial_count <= int64_t(gemv_ring::kPartialsPerLane) * kWarpSize);
+}
+
+bool gemv_norm_v23_supports(const NormGemvArgs& a) { return gemv_norm_v22_supports(a); }
+
+void launch_gemv_norm_v23(const NormGemvArgs& a, cudaStream_t stream) {
+  if (!gemv_norm_v23_takes(a)) return launch_gemv_norm_v22(a, stream);
+  const int64_t ctas = device_sm_count();
+  const int late_from = a.late_cta_from > 0 ? a.late_cta_from : int(ctas / 4);
+  launch_lean<4, 6, true, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream, late_from,
+                                a.late_prewait_groups);
+}
+
+// v24_gemv_norm_ring_touch_pages: v22 whose warp 0 prefetches into L2, before the PDL wait, one line of each page
+// the CTA touches after it (the residual, the delta copies or norm partials, its output rows). Why: from the wait to
+// the normed input took the CTAs with nothing in flight ~2.1 us at prompt 128 (mlp-trace-20261201T1846Z-s22-both-
+// p128), for one L2 round trip of 40 KB and two barriers; in the attention launch (qkv_attention_o v16) the same
+// hint took ~0.7 us off its chain (session 14). Elsewhere v22.
+bool gemv_norm_v24_supports(const NormGemvArgs& a) { return gemv_norm_v22_supports(a); }
+
+void launch_gemv_norm_v24(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
+  launch_lean<4, 6, true, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 
 // v21_gemv_norm_ring_claimed: v18 with the groups past each CTA's first `claim_static_groups` (default 4: 528 of

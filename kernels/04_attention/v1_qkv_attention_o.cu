@@ -198,11 +198,6 @@ __device__ __noinline__ void attend_split(const attention_mma::Smem sm, const Qk
 #endif
 }
 
-// One line at ptr into L2: a hint that also fills the address translations on the way (v16).
-[[maybe_unused]] __device__ __forceinline__ void prefetch_l2_line(const void* ptr) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr) : "memory");
-}
-
 // The o loop's steps, shared by the kernel's inline loop and v14's o_rows_pass. A warp takes kRowsAtOnce rows at a
 // time, a lane every 32nd 16-byte chunk of each.
 
@@ -972,6 +967,26 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // v7: the CTAs without a split, idle until the heads are merged, pull the next MLP's first rows into L2 (HBM
   // idles during the attention's chain): CTA j of them takes MLP CTAs j, j + free, ..., a lane per 64 KB.
+  // v28 (kMlpLead 3): the same kind of bulk L2 prefetches, issued once the heads are merged (after the chain: the
+  // PM-sampled DRAM throughput of the step is near zero from the splits' tail to the next MLP's start), by the CTAs
+  // without a split, of the rows past the first mlp_lead_skip_rows of each MLP CTA's gate rows (those its ring reads
+  // before its PDL wait), mlp_lead_bytes of them: CTA j of the free ones takes MLP CTAs j, j + free, ..., a lane of
+  // warp 0 per 64 KB piece. Fire and forget: nothing waits for them.
+  [[maybe_unused]] const auto pull_mlp_rows_after_heads = [&] {
+    const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
+    if (cta < attending || warp != 0 || a.mlp_w_gate_up == nullptr) return;
+    constexpr int64_t kPiece = 64 * 1024;
+    const int64_t row_bytes = a.hidden * 2;
+    int k = 0;  // this CTA's pieces so far: lane k % 32 issues piece k
+    for (int64_t t = cta - attending; t < a.mlp_ctas; t += free_ctas) {
+      const int64_t f0 = norm_mlp_feature_begin(t, a.mlp_ctas, a.mlp_inter);
+      const int64_t rows_left = norm_mlp_feature_begin(t + 1, a.mlp_ctas, a.mlp_inter) - f0 - a.mlp_lead_skip_rows;
+      const int64_t bytes = min(a.mlp_lead_bytes, max(rows_left, int64_t(0)) * row_bytes);
+      const char* rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + (f0 + a.mlp_lead_skip_rows) * a.hidden);
+      for (int64_t at = 0; at < bytes; at += kPiece, ++k)
+        if (k % kWarpSize == lane) prefetch_l2_bulk(rows + at, uint32_t(min(kPiece, bytes - at)));
+    }
+  };
   if constexpr (kMlpLead == 1) {
     const int attending = splits * int(p.kv_heads);
     if (cta >= attending && warp == 0 && a.mlp_w_gate_up != nullptr) {
@@ -1165,6 +1180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (last_pass) {
       if (kMlpLead == 2 && warm_pass && !attends) lead_mlp_rows();  // (v27: after the first pass)
       receive_heads();
+      if (kMlpLead == 3 && warm_pass) pull_mlp_rows_after_heads();  // (v28: the heads are in)
     } else {
       wait_staged();  // (the first pass reads the staged rows too)
     }
@@ -1693,6 +1709,20 @@ bool qkv_attention_o_v27_supports(const QkvAttentionOArgs& a) {
 }
 
 void launch_qkv_attention_o_v27(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_scaled_early<2>(a, stream); }
+
+// v28_qkv_attention_o_mlp_after_heads: v25 whose CTAs without a split, once the heads are merged, send bulk L2
+// prefetches of the next MLP's gate rows past mlp_lead_skip_rows (mlp_lead_bytes of each MLP CTA's) and run their o
+// phase while they land (kMlpLead 3 above). Why: the step's DRAM read throughput sampled every 1.5 us (ncu PM
+// sampling over one graph replay, ITERATIONS.md session 22) is near zero from the splits' tail to the next MLP's
+// first streaming microsecond, ~8 us a layer; v27 pulled during the chain and slowed it, v7 at its start.
+// Where v25 runs v9's kernel (every CTA splits: none is free), v9's. Refuses what v9 refuses and a negative skip or
+// size.
+bool qkv_attention_o_v28_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v9_supports(a) && a.mlp_lead_skip_rows >= 0 && a.mlp_lead_bytes >= 0 && a.mlp_ctas >= 0 &&
+         a.mlp_inter >= 0;
+}
+
+void launch_qkv_attention_o_v28(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_scaled_early<3>(a, stream); }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
 // the new key's split on the CTAs resident first. Refuses what v9 refuses.

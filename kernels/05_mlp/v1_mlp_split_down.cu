@@ -746,8 +746,16 @@ constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 // (v13, one token).
 // kPaced (v15): the groups before the PDL wait go out NormMlpArgs::prewait_window at a time (0: 1), a thread
 // issuing the next once its oldest has landed (as norm_gemv v22's).
-template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false>
+// kLate (v16, with kPaced, one token from the residual): the CTAs from NormMlpArgs::late_cta_from on (0: a quarter
+// of the grid) issue late_prewait_groups before the wait; every CTA issues its other first groups once the norm's
+// loads are sent (normed_from_partials_loads_first, at most kPartialsPerLane x 32 partials: the same bits).
+// kTouchPages (v17, with kPaced, one token from the residual): before the PDL wait, lanes of warp 0 prefetch into
+// L2 one line of each page the CTA touches after it (the residual, the norm partials, the delta copies), so that the
+// SM's address translations for them are warm when the norm's loads go out.
+template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false, bool kLate = false,
+          bool kTouchPages = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
+  static_assert(!kLate || (kPaced && kTokens == 1 && !kNormedInput), "v16: v15's kernel");
   constexpr int kGroup = kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
   constexpr int kStages = kTokens == 1 ? kLeanStages : kLeanBatchedStages;
   static_assert(size_t(kStages) * kGroup * kThreads * 16 == LeanRing::kBytes, "the ring's bytes as lean_smem_for's");
@@ -783,15 +791,36 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     }
     cp_async_commit();
   };
-  const int before_wait = min(prewait_groups, kStages);
+  const int late_from = a.late_cta_from > 0 ? a.late_cta_from : int(gridDim.x / 4);
+  const bool late = kLate && int(blockIdx.x) >= late_from;
+  const int before_wait = min(late ? a.late_prewait_groups : prewait_groups, kStages);
   gemv_ring::issue_first_groups<kPaced>(before_wait, a.prewait_window > 0 ? int(a.prewait_window) : 1, issue);
   uint4 norm_w[1];
   if constexpr (!kNormedInput) gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
+  if constexpr (kTouchPages) {
+    static_assert(kPaced && kTokens == 1 && !kNormedInput, "v17: v15's kernel");
+    if (warp == 0) {
+      const void* page = nullptr;
+      if (lane == 0)
+        page = a.residual;
+      else if (lane == 1)
+        page = a.norm_partials;
+      else if (lane - 2 < a.delta_copies)
+        page = a.residual_delta + (lane - 2) * a.hidden;
+      if (page != nullptr) prefetch_l2_line(page);
+    }
+  }
   pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
   stamp(a.trace, kTraceWaited);
-  for (int g = before_wait; g < kStages; ++g) issue(g, g);
+  if (!kLate)
+    for (int g = before_wait; g < kStages; ++g) issue(g, g);
   float x[kTokens][8];
-  if constexpr (kNormedInput) {
+  if constexpr (kLate) {
+    gemv_ring::normed_from_partials_loads_first<1>(a.residual, a.norm_partials, a.partial_count, norm_w, a.eps,
+                                                   a.hidden, x, [&] {
+                                                     for (int g = before_wait; g < kStages; ++g) issue(g, g);
+                                                   });
+  } else if constexpr (kNormedInput) {
 #pragma unroll
     for (int t = 0; t < kTokens; ++t)
       bf16x8_to_float(reinterpret_cast<const Bf16x8*>(a.normed_input + t * kHidden)[threadIdx.x], x[t]);
@@ -1064,6 +1093,35 @@ bool mlp_split_down_v15_supports(const NormMlpArgs& a) {
 void launch_mlp_split_down_v15(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true>, a, max_features(ctas_for(a), a.inter), stream);
+}
+
+// v16_mlp_split_down_late: v15 whose CTAs from late_cta_from on (0: a quarter of the grid) issue late_prewait_groups
+// (default 1) ring groups before the PDL wait, and the rest after it once the norm's loads are sent (every CTA
+// sends its loads before its remaining copies). Why: traced at prompt 128 (mlp-trace-20261201T1642Z-s21-v25-p128 by
+// CTA index), the CTAs resident ~3 us before the attention launch's end pass their wait 1.7-2.2 us after it, the
+// last 48 (resident in its last microsecond) 3.0-3.8 us after it, against 1.4 for the first 12: pacing three groups
+// one at a time outlasts the release. Other shapes, more than kPartialsPerLane x 32 partials: v15.
+bool mlp_split_down_v16_supports(const NormMlpArgs& a) {
+  return mlp_split_down_v15_supports(a) && a.late_cta_from >= -1 && a.late_prewait_groups >= 0;
+}
+
+void launch_mlp_split_down_v16(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.late_cta_from < 0 || a.partial_count > int64_t(gemv_ring::kPartialsPerLane) * kWarpSize)
+    return launch_mlp_split_down_v15(a, stream);
+  if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
+  launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true, true>, a, max_features(ctas_for(a), a.inter),
+              stream);
+}
+
+// v17_mlp_split_down_touch_pages: v15 whose warp 0 prefetches into L2, before the PDL wait, one line of each page the
+// CTA touches after it (the residual, the norm partials, the delta copies): the address translations of the norm's
+// loads warm (as norm_gemv v24's). Other shapes v10.
+bool mlp_split_down_v17_supports(const NormMlpArgs& a) { return mlp_split_down_v15_supports(a); }
+
+void launch_mlp_split_down_v17(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
+  launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true, false, true>, a,
+              max_features(ctas_for(a), a.inter), stream);
 }
 
 // v14_mlp_split_down_batched: mlp_lean_loop_kernel for 1-2 tokens whose inputs come normed (NormMlpArgs::rows,

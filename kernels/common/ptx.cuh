@@ -76,6 +76,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* ptr, uint32_t bytes
 #endif
 }
 
+// One line at ptr into L2: a hint that also fills the SM's address translations on the way (qkv_attention_o v16,
+// norm_gemv v24, norm_mlp v17 warm the pages their chain touches after the PDL wait with it).
+__device__ __forceinline__ void prefetch_l2_line(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr) : "memory");
+}
+
 // This CTA's share of an L2 prefetch hint (QkvAttentionArgs::l2_prefetch, NormMlpArgs::l2_prefetch): the grid
 // splits [ptr, ptr + bytes) in equal 16-byte-aligned shares, and the calling warp's lanes each ask for pieces of at
 // most 32 KB of its share. The bulk prefetch is fire-and-forget (no register or barrier holds it), so the caller

@@ -113,7 +113,7 @@ void register_bench(CLI::App& app) {
     std::string l2_persist;
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
-            mlp_prewait_window = 0;
+            mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
@@ -121,7 +121,8 @@ void register_bench(CLI::App& app) {
     std::optional<int64_t> mlp_l2_prefetch_mb;
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
     std::string sample_plain;
-    int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0, qkv_prewait_window = 0;
+    int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0, qkv_prewait_window = 0, qkv_late_cta_from = 0,
+            qkv_late_prewait_groups = 1;
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -198,8 +199,8 @@ void register_bench(CLI::App& app) {
                   "Tuning: MLP row copies v27's CTAs without a split keep in flight (0: 4; at most 8)")
       ->check(CLI::Range(0, 8));
   cmd->add_option("--attention-o-mlp-lead-skip-rows", o->attention_o_mlp_lead_skip_rows,
-                  "Tuning: gate rows of each MLP CTA v27 leaves out of its pull into L2 (default 24: those norm_mlp "
-                  "v13 / v15 read before their PDL wait); --mlp-l2-lead-kb sets how many bytes past them")
+                  "Tuning: gate rows of each MLP CTA v27 / v28 leave out of their pull into L2 (default 24: those "
+                  "norm_mlp v13 / v15 read before their PDL wait); --mlp-l2-lead-kb sets how many bytes past them")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--attention-o-mlp-lead-policy", o->attention_o_mlp_lead_policy,
                   "Tuning: the L2 priority of v27's pulled MLP rows: 0 evict-normal, 1 evict-first, 2 evict-last")
@@ -237,6 +238,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-prewait-window", o->mlp_prewait_window,
                   "Tuning, --mlp v15: of those, ring groups in flight at once (0: 1)")
       ->check(CLI::Range(0, 3));
+  cmd->add_option("--mlp-late-cta-from", o->mlp_late_cta_from,
+                  "Tuning, --mlp v16: the CTAs from this index on issue --mlp-late-prewait-groups ring groups before "
+                  "the PDL wait (0: a quarter of the grid; -1: none)")
+      ->check(CLI::Range(-1, 4096));
+  cmd->add_option("--mlp-late-prewait-groups", o->mlp_late_prewait_groups,
+                  "Tuning, --mlp v16: ring groups those CTAs issue before the PDL wait (default 1)")
+      ->check(CLI::Range(0, 3));
   cmd->add_option("--mlp-skew-from", o->mlp_skew_from,
                   "Tuning, --mlp v11_mlp_split_down_skewed: the first CTA that takes fewer features")
       ->check(CLI::Range(0, 4096));
@@ -255,7 +263,7 @@ void register_bench(CLI::App& app) {
                   "the PDL wait (-1: the SMs the attention launch leaves free)")
       ->check(CLI::Range(-1, 4096));
   cmd->add_option("--mlp-l2-lead-kb", o->mlp_l2_lead_kb,
-                  "Tuning, --mlp v8_mlp_split_down_l2_lead and --attention-o v7 / v27: KB of each MLP CTA's rows "
+                  "Tuning, --mlp v8_mlp_split_down_l2_lead and --attention-o v7 / v27 / v28: KB of each MLP CTA's rows "
                   "pulled into L2 (default 192)")
       ->check(CLI::Range(0, 65536));
   cmd->add_option("--qkv-prewait-groups", o->qkv_prewait_groups,
@@ -264,6 +272,13 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--qkv-prewait-window", o->qkv_prewait_window,
                   "Tuning, --norm-gemv v22: of those, groups in flight at once (0: 1)")
       ->check(CLI::Range(0, 4));
+  cmd->add_option("--qkv-late-cta-from", o->qkv_late_cta_from,
+                  "Tuning, --norm-gemv v23: the CTAs from this index on issue --qkv-late-prewait-groups ring groups "
+                  "before the PDL wait (0: a quarter of the grid; -1: none)")
+      ->check(CLI::Range(-1, 4096));
+  cmd->add_option("--qkv-late-prewait-groups", o->qkv_late_prewait_groups,
+                  "Tuning, --norm-gemv v23: ring groups those CTAs issue before the PDL wait (default 1)")
+      ->check(CLI::Range(0, 5));
   cmd->add_option("--qkv-claim-static-groups", o->qkv_claim_static_groups,
                   "Tuning, --norm-gemv v21: groups of 8 rows a CTA owns before it takes more from the queue (0: 4)")
       ->check(CLI::Range(0, 16));
@@ -353,6 +368,8 @@ void register_bench(CLI::App& app) {
     options.mlp_o_l2_prefetch = o->mlp_o_l2_prefetch;
     options.mlp_prewait_rows = o->mlp_prewait_rows;
     options.mlp_prewait_window = o->mlp_prewait_window;
+    options.mlp_late_cta_from = o->mlp_late_cta_from;
+    options.mlp_late_prewait_groups = o->mlp_late_prewait_groups;
     options.mlp_skew_from = o->mlp_skew_from;
     options.mlp_skew_permille = o->mlp_skew_permille;
     options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
@@ -366,6 +383,8 @@ void register_bench(CLI::App& app) {
     options.qkv_prewait_groups = o->qkv_prewait_groups;
     options.qkv_claim_static_groups = o->qkv_claim_static_groups;
     options.qkv_prewait_window = o->qkv_prewait_window;
+    options.qkv_late_cta_from = o->qkv_late_cta_from;
+    options.qkv_late_prewait_groups = o->qkv_late_prewait_groups;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -513,6 +532,8 @@ void register_bench(CLI::App& app) {
     j["qkv_prewait_groups"] = options.qkv_prewait_groups;
     j["qkv_claim_static_groups"] = options.qkv_claim_static_groups;
     j["qkv_prewait_window"] = options.qkv_prewait_window;
+    j["qkv_late_cta_from"] = options.qkv_late_cta_from;
+    j["qkv_late_prewait_groups"] = options.qkv_late_prewait_groups;
     j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;
@@ -524,6 +545,8 @@ void register_bench(CLI::App& app) {
     if (options.mlp_o_l2_prefetch) j["mlp_o_l2_prefetch"] = true;
     if (options.mlp_prewait_rows >= 0) j["mlp_prewait_rows"] = options.mlp_prewait_rows;
     if (options.mlp_prewait_window > 0) j["mlp_prewait_window"] = options.mlp_prewait_window;
+    j["mlp_late_cta_from"] = options.mlp_late_cta_from;
+    j["mlp_late_prewait_groups"] = options.mlp_late_prewait_groups;
     if (options.mlp_skew_permille > 0) {
       j["mlp_skew_from"] = options.mlp_skew_from;
       j["mlp_skew_permille"] = options.mlp_skew_permille;

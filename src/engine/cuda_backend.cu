@@ -945,6 +945,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       kernels::NormMlpArgs a{h, partials, partial_count, L.post_norm, eps, L.w_gate_up, L.w_down_t,
                              m.mlp_delta.as<float>(), H, I, o.mlp_ctas, o.mlp_prewait_rows, o.mlp_delta_copies};
       a.prewait_window = o.mlp_prewait_window;
+      a.late_cta_from = o.mlp_late_cta_from;
+      a.late_prewait_groups = o.mlp_late_prewait_groups;
       if (next) {
         a.next_norm_weight = next->input_norm;
         a.w_next = next->wqkv;
@@ -1023,6 +1025,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           a.claims = m.qkv_claims.as<uint32_t>();  // (v21)
           a.claim_static_groups = o.qkv_claim_static_groups;
           a.prewait_window = o.qkv_prewait_window;
+          a.late_cta_from = o.qkv_late_cta_from;
+          a.late_prewait_groups = o.qkv_late_prewait_groups;
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;

@@ -63,6 +63,10 @@ struct EngineOptions {
   int32_t qkv_prewait_groups = 0;  // norm_gemv v20: ring groups before the PDL wait (0: the version's default)
   int32_t qkv_claim_static_groups = 0;  // norm_gemv v21: a CTA's own row groups before the queue (0: 4)
   int32_t qkv_prewait_window = 0;  // norm_gemv v22: ring groups in flight before the PDL wait (0: 1)
+  // norm_gemv v23: the CTAs from this index on (0: a quarter of the grid; -1: none) issue qkv_late_prewait_groups
+  // ring groups before the PDL wait (NormGemvArgs::late_cta_from, late_prewait_groups).
+  int32_t qkv_late_cta_from = 0;
+  int32_t qkv_late_prewait_groups = 1;
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a
@@ -135,6 +139,10 @@ struct EngineOptions {
   int32_t mlp_ctas = 0;           // tuning: CTAs of decode_mlp (0: one per SM)
   int32_t mlp_prewait_rows = -1;  // tuning: weight rows a CTA loads before the PDL wait (-1: the version's default)
   int32_t mlp_prewait_window = 0;  // norm_mlp v15: ring groups in flight before the PDL wait (0: 1)
+  // norm_mlp v16: the CTAs from this index on (0: a quarter of the grid; -1: none) issue mlp_late_prewait_groups
+  // ring groups before the PDL wait (NormMlpArgs::late_cta_from, late_prewait_groups).
+  int32_t mlp_late_cta_from = 0;
+  int32_t mlp_late_prewait_groups = 1;
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
   // (NormMlpArgs::skew_from, skew_permille).
   int32_t mlp_skew_from = 0;

@@ -2039,6 +2039,8 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
         args.claims = claims_d.get();             // (v21) its queue; every launch leaves it zero
         args.claim_static_groups = m == 1 ? 0 : 5;
         args.prewait_window = &layout == &kPartialLayouts[0] ? 0 : 2;  // (v22) its default 1, two at a time
+        args.late_cta_from = 1;        // (v23) every CTA but the first late, none of their groups before the wait
+        args.late_prewait_groups = 0;  // (with 300 partials v23 runs v22)
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -2209,6 +2211,8 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
         args.l2_first_bytes = m == 1 ? 64 * 1024 : 0;  // (v16) a hint only
         args.claims = claims_d.get();                   // (v21) its queue; every launch leaves it zero
         args.prewait_window = copies == 1 ? 3 : 0;      // (v22) three groups at a time, and its default
+        args.late_cta_from = copies == 1 ? 0 : 1;       // (v23) a quarter of the grid late, or all but CTA 0
+        args.late_prewait_groups = copies == 1 ? 1 : 2;
         EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
         if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
         runner.run(
@@ -2721,6 +2725,8 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       args.ctas = c.ctas;
       args.prewait_rows = r.prewait_rows;
       args.prewait_window = r.accumulate ? 2 : 0;  // (v15) two groups at a time, and its default one
+      args.late_cta_from = r.accumulate ? 1 : 0;   // (v16) all CTAs but the first late, or a quarter of them
+      args.late_prewait_groups = r.accumulate ? 0 : 1;
       args.delta_copies = r.delta_copies;
       args.skew_from = r.skew_from;
       args.skew_permille = r.skew_permille;
