@@ -10,7 +10,8 @@ first PDL release (the earliest "waited" stamp); this prints, as means over laye
     halves: is it the same CTAs every layer?);
   * the "waited" stamp of every 12th CTA, by block index (which CTAs become resident late);
   * where the trace has the QKV GEMV's stamps (v12-v14), how long after it became resident its "waited" and
-    "normed" stamps land (the norm's loads behind the CTA's prefetch: ITERATIONS.md session 8).
+    "normed" stamps land (the norm's loads behind the CTA's prefetch: ITERATIONS.md session 8), and its CTAs'
+    stamps by block index after the MLP's last end (the last indices become resident last: session 22).
 Usage: bench/mlp_cta_spread.py MLP.json
 """
 import gzip
@@ -92,6 +93,21 @@ def main(path):
         if to_wait:
             print(f"QKV GEMV CTAs: resident -> waited stamp {statistics.mean(to_wait):.2f} us, "
                   f"waited -> normed input {statistics.mean(to_norm):.2f} us (means over CTAs and layers)")
+        # By block index (the block scheduler places CTAs in index order as the MLP's leave their SMs), each event
+        # relative to the MLP launch's last CTA end, as means over layers: which CTAs hold the launch's end.
+        bucket = 12
+        by_index = {}
+        for l in used:
+            mlp_end = max(r[idx["end"]] for r in per_cta(stamps, events, ctas, l))
+            for c, r in enumerate(per_cta(q_stamps, q_events, q_ctas, l + 1)):
+                if r[qi["end"]]:
+                    by_index.setdefault(c // bucket, []).append([(r[qi[e]] - mlp_end) / 1e3 for e in q_names])
+        if by_index:
+            print(f"QKV GEMV by block index, us after the MLP's last CTA end (means over {bucket} CTAs and layers):")
+            print(f"{'CTAs':<9} " + " ".join(f"{e:>9}" for e in q_names))
+            for b, v in sorted(by_index.items()):
+                print(f"{b * bucket:>3}-{min(b * bucket + bucket, q_ctas) - 1:<5} " +
+                      " ".join(f"{statistics.mean(x[i] for x in v):9.2f}" for i in range(len(q_names))))
 
 
 if __name__ == "__main__":
