@@ -427,6 +427,9 @@ class VersionRunner {
       const Tally& t = tally_[v.name];
       std::printf("[ versions ] %-28s %3d cases run, %3d skipped (supports() false)%s\n", v.name.c_str(),
                   t.run, t.skipped, t.skipped_example.empty() ? "" : (", e.g. " + t.skipped_example).c_str());
+      if (t.failed > 0)  // (so that the summary lines alone name the failing version and its first case)
+        std::printf("[ versions ] %-28s %3d cases FAILED, the first: %s\n", v.name.c_str(), t.failed,
+                    t.failed_example.c_str());
     }
   }
 
@@ -475,7 +478,10 @@ class VersionRunner {
           if (late_inputs && context_lost_reason().empty()) producer.restore();
         }
         kernels::set_programmatic_dependent_launch(false);
-        if (failures_so_far() != failures_before) break;  // the graph replay would repeat the same failure
+        if (failures_so_far() != failures_before) {  // the graph replay would repeat the same failure
+          if (t.failed++ == 0) t.failed_example = label;
+          break;
+        }
       }
     }
     if (required) {
@@ -515,8 +521,8 @@ class VersionRunner {
   }
 
   struct Tally {
-    int run = 0, skipped = 0;
-    std::string skipped_example;
+    int run = 0, skipped = 0, failed = 0;  // failed: cases with a failure, direct or in the graph
+    std::string skipped_example, failed_example;
   };
   std::vector<VersionUnderTest<Args>> versions_;
   std::map<std::string, Tally> tally_;
