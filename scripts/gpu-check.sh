@@ -133,7 +133,11 @@ if wants tests; then
     passed=$(grep -c '^\[       OK \]' "$TESTS_LOG")
     failed=$(grep -c '^\[  FAILED  \] [A-Za-z0-9_]*\.[A-Za-z0-9_]* (' "$TESTS_LOG")
     skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z0-9_]*\.[A-Za-z0-9_]* (' "$TESTS_LOG")
-    record tests "$(status_of "$rc")" $(($(elapsed) - t0)) "$passed passed, $failed failed, $skipped skipped"
+    # The kernel versions with failing cases, from the runner's per-version summary lines.
+    failing=$(grep -E '^\[ versions \] [A-Za-z0-9_]+ +[0-9]+ cases FAILED' "$TESTS_LOG" | awk '{print $4}' |
+      sort -u | paste -sd, -)
+    record tests "$(status_of "$rc")" $(($(elapsed) - t0)) \
+      "$passed passed, $failed failed, $skipped skipped${failing:+ (failing versions: $failing)}"
   else
     record tests "NOT RUN" 0 "no build"
   fi

@@ -17,7 +17,7 @@ if [ -x "$BIN/qwen3_gpu_tests" ]; then
   echo "== kernel tests"
   timeout 240 "$BIN/qwen3_gpu_tests" > "$OUT/kernel_tests.log" 2>&1
   echo "kernel tests exit $?"
-  grep -E "^\[ +(FAILED|PASSED)|Failure" "$OUT/kernel_tests.log" | head -30
+  grep -E "^\[ +(FAILED|PASSED)|cases FAILED|Failure" "$OUT/kernel_tests.log" | head -30
 fi
 
 echo "== engine tests"
