@@ -965,44 +965,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (steps & 2) read_residual();
 
-  // v7: the CTAs without a split, idle until the heads are merged, pull the next MLP's first rows into L2 (HBM
-  // idles during the attention's chain): CTA j of them takes MLP CTAs j, j + free, ..., a lane per 64 KB.
-  // v28 (kMlpLead 3): the same kind of bulk L2 prefetches, issued once the heads are merged (after the chain: the
-  // PM-sampled DRAM throughput of the step is near zero from the splits' tail to the next MLP's start), by the CTAs
-  // without a split, of the rows past the first mlp_lead_skip_rows of each MLP CTA's gate rows (those its ring reads
-  // before its PDL wait), mlp_lead_bytes of them: CTA j of the free ones takes MLP CTAs j, j + free, ..., a lane of
-  // warp 0 per 64 KB piece. Fire and forget: nothing waits for them.
-  [[maybe_unused]] const auto pull_mlp_rows_after_heads = [&] {
+  // v7 (kMlpLead 1): the CTAs without a split, idle until the heads are merged, pull the next MLP's first rows into
+  // L2 (HBM idles during the attention's chain). v28 (kMlpLead 3): the same bulk L2 prefetches, issued once the heads
+  // are merged (the PM-sampled DRAM read rate of the step is near zero from the splits' tail to the next MLP's start),
+  // of the rows past the first mlp_lead_skip_rows of each MLP CTA's gate rows (those its ring reads before its PDL
+  // wait). Either way mlp_lead_bytes of each MLP CTA's rows: CTA j of the free ones takes MLP CTAs j, j + free, ...,
+  // a lane of warp 0 per 64 KB piece. Fire and forget: nothing waits for them.
+  [[maybe_unused]] const auto pull_mlp_rows_l2 = [&](int64_t skip_rows) {
     const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
     if (cta < attending || warp != 0 || a.mlp_w_gate_up == nullptr) return;
     constexpr int64_t kPiece = 64 * 1024;
-    const int64_t row_bytes = a.hidden * 2;
     int k = 0;  // this CTA's pieces so far: lane k % 32 issues piece k
     for (int64_t t = cta - attending; t < a.mlp_ctas; t += free_ctas) {
       const int64_t f0 = norm_mlp_feature_begin(t, a.mlp_ctas, a.mlp_inter);
-      const int64_t rows_left = norm_mlp_feature_begin(t + 1, a.mlp_ctas, a.mlp_inter) - f0 - a.mlp_lead_skip_rows;
-      const int64_t bytes = min(a.mlp_lead_bytes, max(rows_left, int64_t(0)) * row_bytes);
-      const char* rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + (f0 + a.mlp_lead_skip_rows) * a.hidden);
+      const int64_t rows_left = norm_mlp_feature_begin(t + 1, a.mlp_ctas, a.mlp_inter) - f0 - skip_rows;
+      const int64_t bytes = min(a.mlp_lead_bytes, max(rows_left, int64_t(0)) * a.hidden * 2);
+      const char* rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + (f0 + skip_rows) * a.hidden);
       for (int64_t at = 0; at < bytes; at += kPiece, ++k)
         if (k % kWarpSize == lane) prefetch_l2_bulk(rows + at, uint32_t(min(kPiece, bytes - at)));
     }
   };
-  if constexpr (kMlpLead == 1) {
-    const int attending = splits * int(p.kv_heads);
-    if (cta >= attending && warp == 0 && a.mlp_w_gate_up != nullptr) {
-      const int free_ctas = int(gridDim.x) - attending;
-      constexpr int64_t kPiece = 64 * 1024;
-      int k = 0;  // this CTA's pieces so far: lane k % 32 issues piece k
-      for (int64_t t = cta - attending; t < a.mlp_ctas; t += free_ctas) {
-        const int64_t f0 = norm_mlp_feature_begin(t, a.mlp_ctas, a.mlp_inter);
-        const int64_t f1 = norm_mlp_feature_begin(t + 1, a.mlp_ctas, a.mlp_inter);
-        const int64_t bytes = min(a.mlp_lead_bytes, (f1 - f0) * a.hidden * 2);
-        const char* gate_rows = reinterpret_cast<const char*>(a.mlp_w_gate_up + f0 * a.hidden);
-        for (int64_t at = 0; at < bytes; at += kPiece, ++k)
-          if (k % kWarpSize == lane) prefetch_l2_bulk(gate_rows + at, uint32_t(min(kPiece, bytes - at)));
-      }
-    }
-  }
+  if constexpr (kMlpLead == 1) pull_mlp_rows_l2(0);
 
   // v14: the o loop once on the attention output's shared memory before it holds the output, to fetch its
   // instructions while the CTA waits for the heads; not in a CTA that merged a head (the merged heads wait on it).
@@ -1180,7 +1163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (last_pass) {
       if (kMlpLead == 2 && warm_pass && !attends) lead_mlp_rows();  // (v27: after the first pass)
       receive_heads();
-      if (kMlpLead == 3 && warm_pass) pull_mlp_rows_after_heads();  // (v28: the heads are in)
+      if (kMlpLead == 3 && warm_pass) pull_mlp_rows_l2(a.mlp_lead_skip_rows);  // (v28: the heads are in)
     } else {
       wait_staged();  // (the first pass reads the staged rows too)
     }
