@@ -13,10 +13,11 @@ so the step's DRAM read rate shows where HBM idles. Collect on the GPU machine (
 then: bench/pm_timeline.py pm-raw.csv[.gz] [--period SAMPLES]
 
 Prints the mean DRAM read rate over the active samples (% of the DRAM's peak as ncu counts it), the layer period in
-samples (autocorrelation, or --period), the layer profile (each sample's mean over the layers, aligned at the
-MLP's start: the first sample above 90% after the layer's deepest trough) and the DRAM time each stretch of it loses against
-the MLP's steady rate. The sample interval is ncu's (the details page prints it: 1.5 us on the H200 for a 3.9 ms
-step), so a stretch's loss in samples times the interval is microseconds a layer.
+samples (autocorrelation, or --period), and the layer profile: each sample's mean over the layers, aligned at the
+MLP's start (the first sample above 90% after the layer's deepest trough), the DRAM time it loses against the MLP's
+steady rate ("lost", in samples), and beside it the L2, SM issue and L1 throughput and the CTAs launched. The sample
+interval is ncu's (the details page prints it: 1.5 us on the H200 for a 3.9 ms step), so a stretch's loss in samples
+times the interval is microseconds a layer.
 """
 import csv
 import gzip
@@ -24,18 +25,28 @@ import statistics
 import sys
 
 READ = "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed"
+# Printed beside the DRAM read rate where the report has them (the PmSampling section's): L2, SM issue and L1
+# throughput (% of peak) and CTAs launched in the sample (which launch's CTAs are arriving).
+OTHERS = [("L2 %", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+          ("issue %", "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"),
+          ("L1 %", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed"),
+          ("CTAs", "gr__ctas_launched_realtime.sum")]
 
 
-def series(path, metric):
+def read_rows(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        rows = list(csv.reader(f))
+        return list(csv.reader(f))
+
+
+def series(rows, metric):
+    """The sampled values of the instanced metric whose name ends in `metric`, or None."""
     header, values = rows[0], rows[-1]  # (row 1 holds the units)
     for name, cell in zip(header, values):
         if name.endswith(metric) and "(" in cell:
             inner = cell[cell.index("(") + 1:cell.rindex(")")]
             return [float(x.replace(",", "")) for x in inner.split(";")]
-    sys.exit(f"{path}: no instanced metric ending in {metric} (was it collected with --section PmSampling?)")
+    return None
 
 
 def period_of(active, lo=20, hi=400):
@@ -52,9 +63,18 @@ def period_of(active, lo=20, hi=400):
 def main(argv):
     if len(argv) not in (2, 4) or (len(argv) == 4 and argv[2] != "--period"):
         sys.exit("usage: bench/pm_timeline.py PM-RAW.csv[.gz] [--period SAMPLES]")
-    rd = series(argv[1], READ)
+    rows = read_rows(argv[1])
+    rd = series(rows, READ)
+    if rd is None:
+        sys.exit(f"{argv[1]}: no instanced metric ending in {READ} (was it collected with --section PmSampling?)")
     busy = [i for i, x in enumerate(rd) if x > 1.0]
-    active = rd[busy[0]:busy[-1] + 1]
+    first, end = busy[0], busy[-1] + 1
+    active = rd[first:end]
+    others = []  # (label, its samples over the active range)
+    for label, metric in OTHERS:
+        values = series(rows, metric)
+        if values is not None and len(values) == len(rd):
+            others.append((label, values[first:end]))
     period = int(argv[3]) if len(argv) == 4 else period_of(active)
     print(f"{argv[1]}: {len(rd)} samples, {len(active)} active, DRAM read {statistics.mean(active):.1f}% of peak "
           f"over them; layer period {period} samples")
@@ -71,18 +91,20 @@ def main(argv):
         after = [i for i in range(t, min(t + period // 4, len(active))) if active[i] > 90.0]
         if after:
             starts.append(after[0])
-    layers = [active[s:s + period] for s in starts if s + period <= len(active)]
+    starts = [s for s in starts if s + period <= len(active)]
+    layers = [active[s:s + period] for s in starts]
     if not layers:
         sys.exit("no layer found (no sample above 90% after a trough)")
     profile = [statistics.mean(layer[k] for layer in layers) for k in range(period)]
     steady = statistics.median(profile)
     print(f"{len(layers)} layers aligned at the MLP's start; steady rate (median sample) {steady:.1f}%")
-    print(f"{'sample':>6} {'read %':>7}  lost (samples of the steady rate)")
+    print(f"{'sample':>6} {'read %':>7} {'lost':>5}" + "".join(f" {label:>8}" for label, _ in others))
     lost_total = 0.0
     for k, x in enumerate(profile):
-        lost = max(steady - x, 0.0) / steady
+        lost = max(steady - x, 0.0) / steady  # in samples of the steady rate
         lost_total += lost
-        print(f"{k:>6} {x:7.1f}  {lost:5.2f} {'#' * int(x / 4)}")
+        cols = "".join(f" {statistics.mean(values[s + k] for s in starts):8.1f}" for _, values in others)
+        print(f"{k:>6} {x:7.1f} {lost:5.2f}{cols}  {'#' * int(x / 4)}")
     print(f"lost a layer: {lost_total:.2f} samples of {period} ({100 * lost_total / period:.1f}%)")
 
 
