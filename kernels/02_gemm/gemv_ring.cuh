@@ -106,6 +106,13 @@ __device__ __forceinline__ void copy_rows(uint4* dst, const bf16* src, int rows,
     if (j < rows) cp_async_16B_policy(dst + j * kBlock, src + j * kRowElems, policy);
 }
 
+// norm_gemv v23, norm_mlp v16: whether this CTA is among the last of its launch to become resident (the block
+// scheduler places a launch's CTAs in index order as the previous launch's CTAs leave their SMs): its index is
+// at least `from` (NormGemvArgs / NormMlpArgs::late_cta_from; 0: a quarter of the grid, rounded down).
+__device__ __forceinline__ bool resident_late(int32_t from) {
+  return int(blockIdx.x) >= (from > 0 ? int(from) : int(gridDim.x / 4));
+}
+
 // The lean rings' first `groups` groups, issue(g, stage g) each (the caller's: copy_rows and a commit). kPaced
 // (norm_gemv v22, norm_mlp v15): at most `window` (1-4) of this thread's groups in flight, the next issued once the
 // oldest has landed, instead of all at once: the loads around a launch boundary wait behind such a burst

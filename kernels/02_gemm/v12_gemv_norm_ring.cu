@@ -307,13 +307,12 @@ __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_
 // v20 (kGroup 4, kRingStages 6): the same ring bytes in smaller groups, so one more sixth of it is in flight while
 // a group is multiplied (160 KB instead of 128).
 // v22 (kPaced, v20's geometry): the groups before the wait paced, NormGemvArgs::prewait_window in flight.
-// v23 (kLate, v22's): the CTAs from late_cta_from on issue late_cta_groups before the wait, the rest after the
-// norm's loads (lean_prologue's kLoadsFirst, for every CTA). v24 (kTouchPages, v22's): the pages after the wait
-// touched before it (touch_chain_pages).
+// v23 (kLate, v22's): the CTAs from NormGemvArgs::late_cta_from on (gemv_ring::resident_late) issue
+// late_prewait_groups before the wait, the rest after the norm's loads (lean_prologue's kLoadsFirst, for every CTA).
+// v24 (kTouchPages, v22's): the pages after the wait touched before it (touch_chain_pages).
 template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false, bool kLate = false,
           bool kTouchPages = false>
-__global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups,
-                                                                     int late_cta_from = 0, int late_cta_groups = 0) {
+__global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -339,9 +338,9 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
     cp_async_commit();
   };
   float x[1][8];
-  const bool late = kLate && int(blockIdx.x) >= late_cta_from;
+  const bool late = kLate && gemv_ring::resident_late(a.late_cta_from);
   lean_prologue<kK, kPaced, kLate, kTouchPages>(
-      a, min(late ? late_cta_groups : prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
+      a, min(late ? int(a.late_prewait_groups) : prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
       a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow, a.y + row0);
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
     cp_async_wait<kInFlight - 1>();
@@ -584,14 +583,12 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
 template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, bool kTouchPages = false>
-void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream, int late_cta_from = 0,
-                 int late_cta_groups = 0) {
+void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
   const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages>;
   const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups, late_cta_from,
-         late_cta_groups);
+  launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -639,10 +636,7 @@ bool gemv_norm_v23_supports(const NormGemvArgs& a) { return gemv_norm_v22_suppor
 
 void launch_gemv_norm_v23(const NormGemvArgs& a, cudaStream_t stream) {
   if (!gemv_norm_v23_takes(a)) return launch_gemv_norm_v22(a, stream);
-  const int64_t ctas = device_sm_count();
-  const int late_from = a.late_cta_from > 0 ? a.late_cta_from : int(ctas / 4);
-  launch_lean<4, 6, true, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream, late_from,
-                                a.late_prewait_groups);
+  launch_lean<4, 6, true, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 
 // v24_gemv_norm_ring_touch_pages: v22 whose warp 0 prefetches into L2, before the PDL wait, one line of each page

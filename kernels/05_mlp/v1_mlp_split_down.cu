@@ -746,9 +746,10 @@ constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 // (v13, one token).
 // kPaced (v15): the groups before the PDL wait go out NormMlpArgs::prewait_window at a time (0: 1), a thread
 // issuing the next once its oldest has landed (as norm_gemv v22's).
-// kLate (v16, with kPaced, one token from the residual): the CTAs from NormMlpArgs::late_cta_from on (0: a quarter
-// of the grid) issue late_prewait_groups before the wait; every CTA issues its other first groups once the norm's
-// loads are sent (normed_from_partials_loads_first, at most kPartialsPerLane x 32 partials: the same bits).
+// kLate (v16, with kPaced, one token from the residual): the CTAs from NormMlpArgs::late_cta_from on
+// (gemv_ring::resident_late) issue late_prewait_groups before the wait; every CTA issues its other first groups once
+// the norm's loads are sent (normed_from_partials_loads_first, at most kPartialsPerLane x 32 partials: the same
+// bits).
 // kTouchPages (v17, with kPaced, one token from the residual): before the PDL wait, lanes of warp 0 prefetch into
 // L2 one line of each page the CTA touches after it (the residual, the norm partials, the delta copies), so that the
 // SM's address translations for them are warm when the norm's loads go out.
@@ -791,8 +792,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
     }
     cp_async_commit();
   };
-  const int late_from = a.late_cta_from > 0 ? a.late_cta_from : int(gridDim.x / 4);
-  const bool late = kLate && int(blockIdx.x) >= late_from;
+  const bool late = kLate && gemv_ring::resident_late(a.late_cta_from);
   const int before_wait = min(late ? a.late_prewait_groups : prewait_groups, kStages);
   gemv_ring::issue_first_groups<kPaced>(before_wait, a.prewait_window > 0 ? int(a.prewait_window) : 1, issue);
   uint4 norm_w[1];
