@@ -136,6 +136,10 @@ void launch_qkv_attention_o_v27(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v27_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v28(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v28_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v29(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v29_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v30(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v30_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -485,6 +489,13 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                               "bulk L2 prefetches of the next MLP's gate rows read after its wait, "
                                               "then run their o phase (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v28, qkv_attention_o_v28_supports},
+      {"v29_qkv_attention_o_mma_handoff", "v25 whose split CTAs multiply only their staged o rows and hand the "
+                                          "rest to the CTAs without a split, the o loop on tensor cores "
+                                          "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v29, qkv_attention_o_v29_supports},
+      {"v30_qkv_attention_o_handoff_rows", "v29's hand-off of the split CTAs' unstaged o rows with v17's o loop, "
+                                           "the rows dealt round-robin over the warps (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v30, qkv_attention_o_v30_supports},
   };
   return v;
 }

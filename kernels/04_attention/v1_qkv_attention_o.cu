@@ -1,5 +1,5 @@
 // v1_qkv_attention_o, v2_qkv_attention_o_head_merge, v3_qkv_attention_o_short_chain, v4_qkv_attention_o_grouped,
-// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v27 (each described at its
+// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v30 (each described at its
 // launcher below; the engine's default is v25_qkv_attention_o_scaled_early since session 18): the decode attention and
 // the o projection (with its residual add) in one launch, batch 1.
 //
@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
+#include <type_traits>
 
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/04_attention/attention_mma.cuh"
@@ -101,6 +102,11 @@ constexpr int kScaledSplitsMaxKeys = 192;
 [[maybe_unused]] constexpr int kLeadPollEvery = 1;
 // Rows a warp multiplies together (independent FMA chains and shuffle trees); unused in the sm_89 build.
 [[maybe_unused]] constexpr int kRowsAtOnce = 4;
+// v29 (kHandOff): the most rows of the split CTAs a CTA without a split takes over (one more mma tile of 16 rows);
+// where the launch's split CTAs leave more than that a free CTA, every CTA multiplies its own rows.
+constexpr int kMaxForeignRows = 16;
+// v30: the most rows a warp multiplies at once: (rows_per_cta + kMaxForeignRows) / kWarps at Qwen3-8B's 32 rows.
+[[maybe_unused]] constexpr int kMaxRowsAWarp = 6;
 
 // Shared memory, byte offsets from the dynamic base.
 struct Layout {
@@ -112,9 +118,10 @@ struct Layout {
 // o_vecs: the kernel's kOVecs. v4 and v5 (o_vecs != 0) need room for the o rows' warp sums, (kWarps,
 // rows_per_cta) floats; v5 (o_vecs < 0) pads each staged row by 64 bytes, so that the 8 rows of an mma fragment
 // (lanes 4 apart read the same columns of 8 rows) fall on different banks. row_barriers (v26): an mbarrier for each
-// staged row after the launch's two.
+// staged row after the launch's two. extra_dot_rows (v29): rows of o a CTA may multiply past its own (the split CTAs'
+// rows it takes over), room for their warp sums too.
 Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap, int rows_per_cta, size_t budget,
-                  int o_vecs, bool row_barriers = false) {
+                  int o_vecs, bool row_barriers = false, int extra_dot_rows = 0) {
   Layout l{};
   size_t at = 16;  // the mbarriers (the staged rows', v11's late rows')
   if (row_barriers) {
@@ -137,7 +144,7 @@ Layout layout_for(int head_dim, int stages, int q_heads, int group, int keys_cap
   l.residual = take(size_t(rows_per_cta) * 2);
   l.scores = take(stages > 0 ? size_t(group) * keys_cap * 4 : 0);
   l.p = take(stages > 0 ? size_t(group) * attention_mma::p_stride(keys_cap) * 2 : 0);
-  l.dots = o_vecs != 0 ? take(size_t(kWarps) * rows_per_cta * 4) : at;
+  l.dots = o_vecs != 0 ? take(size_t(kWarps) * (rows_per_cta + extra_dot_rows) * 4) : at;
   l.row_pitch = size_t(q_heads) * head_dim * 2 + (o_vecs < 0 ? 64 : 0);
   const size_t room = budget > at ? budget - at : 0;
   l.staged_rows = int(std::min<size_t>(size_t(rows_per_cta), room / l.row_pitch));
@@ -208,19 +215,23 @@ __device__ __noinline__ void attend_split(const attention_mma::Smem sm, const Qk
 // registers): an unstaged row's 16 chunks a lane in 2 dependent round trips, not 4. (The same loop unrolled 8
 // times was scheduled by ptxas as ~18 loads, then a load per FMA group as registers freed.) Same sums in the same
 // order either way.
-template <int kChunksAtOnce = 4, class LoadX, class LoadRow>
-__device__ __forceinline__ void dot_rows(float (&acc)[kRowsAtOnce], int chunks, int lane, LoadX&& load_x,
+// kRows (v30): rows at once other than kRowsAtOnce, with kChunksAtOnce 4. (Its loads as an array of 4 chunks of
+// every row issued before any is used, as kChunksAtOnce 8 does, measured slower in v30: 0.978x of v25 at prompt 128
+// against 0.982x, 0.980x at 1024 against 0.992x; ITERATIONS.md session 23.)
+template <int kChunksAtOnce = 4, int kRows = kRowsAtOnce, class LoadX, class LoadRow>
+__device__ __forceinline__ void dot_rows(float (&acc)[kRows], int chunks, int lane, LoadX&& load_x,
                                          LoadRow&& load_row) {
+  static_assert(kRows == kRowsAtOnce || kChunksAtOnce == 4, "other row counts with kChunksAtOnce 4 only");
   if constexpr (kChunksAtOnce == 4) {
 #pragma unroll 4
     for (int c = lane; c < chunks; c += kWarpSize) {
       float x[8];
       load_x(c, x);
-      uint4 w[kRowsAtOnce];
+      uint4 w[kRows];
 #pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) w[r] = load_row(r, c);
+      for (int r = 0; r < kRows; ++r) w[r] = load_row(r, c);
 #pragma unroll
-      for (int r = 0; r < kRowsAtOnce; ++r) {
+      for (int r = 0; r < kRows; ++r) {
         float wf[8];
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(w[r]), wf);
 #pragma unroll
@@ -357,13 +368,16 @@ struct ORows {
 // 192 keys until every CTA has one. Fewer, longer splits past 384 keys leave more CTAs for the first o pass.
 // kDeferStaging (v21, with kWarmRows 1): the CTAs that take a split issue their staged rows' copies after it
 // (above), not before the PDL wait.
+// kHandOff (v29 with kOVecs -1, v30 with kOVecs 0; kWarmRows 1): the split CTAs multiply only their staged rows,
+// the others take over the rest (below, where `splits` is known), v29 on tensor cores, v30 with the rows dealt
+// round-robin over the warps.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false>
+          bool kPacedStaging = false, bool kHandOff = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -641,6 +655,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
   const int splits = splits_at(position);
+  // v29 (kHandOff): the split CTAs multiply only their staged o rows; their unstaged ones (unstaged_per a CTA, in
+  // split CTA order) are dealt in contiguous runs to the CTAs without a split, which read them in their first pass
+  // while the splits attend, as they read their own. A CTA then multiplies its own rows [0, own_rows) and the
+  // foreign rows [foreign_first, foreign_first + foreign_count) of that list, and leaves Σ residual² over all of
+  // them as its norm partial (the next norm sums the partials). Not where the free CTAs would take more than
+  // kMaxForeignRows each, nor with warm_code bit 64 (diagnostic: the mma o loop alone).
+  [[maybe_unused]] const int unstaged_per = rows_per_cta - l.staged_rows;
+  int own_rows = rows, foreign_first = 0, foreign_count = 0;
+  if constexpr (kHandOff) {
+    const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
+    const int total = attending * unstaged_per;
+    // (v30: a warp's rows in one batch of at most kMaxRowsAWarp)
+    const int cap = kOVecs == 0 ? min(kMaxForeignRows, kWarps * kMaxRowsAWarp - rows_per_cta) : kMaxForeignRows;
+    if (!(a.warm_code & 64) && free_ctas > 0 && unstaged_per > 0 && (total + free_ctas - 1) / free_ctas <= cap) {
+      if (cta < attending) {
+        own_rows = staged;
+      } else {
+        foreign_first = (cta - attending) * total / free_ctas;
+        foreign_count = (cta - attending + 1) * total / free_ctas - foreign_first;
+      }
+    }
+  }
+  // The global row of foreign row j: unstaged row u % unstaged_per of split CTA u / unstaged_per (rows past hidden,
+  // which no launch plans, are skipped by their users).
+  [[maybe_unused]] const auto foreign_row = [&](int j) {
+    const int u = foreign_first + j;
+    return int64_t(u / unstaged_per) * rows_per_cta + l.staged_rows + u % unstaged_per;
+  };
+  __shared__ bf16 foreign_residual[kHandOff ? kMaxForeignRows : 1];  // (foreign_count), as residual_s
   if (kDeferStaging && staging_deferred && warp == 0 && cta >= splits * int(p.kv_heads)) stage_rows();  // (v21)
   // v26: a deferred CTA that turns out to have no split stages now (a stale hint only moves when).
   const auto stage_deferred = [&] {
@@ -662,9 +705,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // With a delta (the previous layer's MLP, v1_mlp_split_down), it is added first, rounded as the chain's down
   // GEMV adds its output, and zeroed for the next MLP launch: the QKV GEMV, its other reader, is done.
   const auto read_residual = [&] {
-    for (int i = threadIdx.x; i < rows; i += kThreads)
+    for (int i = threadIdx.x; i < own_rows; i += kThreads)
       residual_s[i] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
                                                                 a.hidden, row0 + i);
+    if constexpr (kHandOff) {  // (v29: the rows this CTA took over, whose owner leaves them and their delta alone)
+      for (int j = threadIdx.x; j < foreign_count; j += kThreads)
+        if (foreign_row(j) < a.hidden)
+          foreign_residual[j] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta,
+                                                                          a.delta_copies, a.hidden, foreign_row(j));
+    }
   };
   if (!(steps & 2)) read_residual();
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to
@@ -1082,7 +1131,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       first += kOGroup;
       if (first + kOGroup < rows) load_group(wb, first + kOGroup);
     }
-  } else if constexpr (kOVecs < 0) {
+  } else if constexpr (kOVecs < 0 && kWarmRows != 1) {
     // v5: the o rows on tensor cores. v4's trace suggested the o phase bound by instructions, not bytes: 13 staged
     // rows (no global load) took 2.5 us of FMAs, bf16 unpacking and shuffles with 8 warps an SM (measured: with
     // 30% fewer instructions a launch the o phase was no shorter, ITERATIONS.md session 7). Here a warp takes
@@ -1130,7 +1179,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tig == 0 && m0 + gid + 8 < rows) dots[warp * rows_per_cta + m0 + gid + 8] = acc[0][2] + acc[1][2];
     }
   }
-  if constexpr (kOVecs != 0) {
+  if constexpr (kOVecs != 0 && kWarmRows != 1) {
     stamp(a.trace, kTraceORows);
     __syncthreads();
     for (int i = threadIdx.x; i < rows; i += kThreads) {
@@ -1183,8 +1232,113 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }, load);
   };
+  // v30 (kHandOff with kOVecs 0): v17's o loop with the rows dealt round-robin, warp w taking rows w, w + kWarps,
+  // ... of the CTA's own rows and then the ones it took over, all of them in one batch of up to kMaxRowsAWarp
+  // (the hand-off's cap keeps a CTA within kWarps * kMaxRowsAWarp rows): a free CTA's extra rows give no warp a
+  // second round, a split CTA's staged rows spread over all its warps, and every warp mixes staged and global
+  // rows (v17 gave warps 0-3 the staged rows and 4-7 the rest, which set the o phase's end).
+  if constexpr (kHandOff && kOVecs == 0) {
+    const int n_rows = own_rows + foreign_count;
+    const int mine = n_rows > warp ? (n_rows - warp + kWarps - 1) / kWarps : 0;  // this warp's rows
+    const auto row_of = [&](int r) -> const uint4* {  // this warp's r-th row (clamped to its last one)
+      const int i = warp + min(r, mine - 1) * kWarps;
+      if (i < own_rows)
+        return reinterpret_cast<const uint4*>(i < staged ? w_s + int64_t(i) * q_dim : w_rows + int64_t(i) * q_dim);
+      const int64_t g = min(foreign_row(i - own_rows), a.hidden - 1);
+      return reinterpret_cast<const uint4*>(a.w_o + g * q_dim);
+    };
+    const auto batch = [&](auto rows_tag) {
+      constexpr int kRows = decltype(rows_tag)::value;
+      float acc[kRows] = {};
+      const uint4* src[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) src[r] = row_of(r);
+      dot_rows<4, kRows>(acc, chunks, lane, [&](int c, float(&x)[8]) {
+        bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
+      }, [&](int r, int c) { return src[r][c]; });
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r] = warp_sum(acc[r]);
+      float dot = acc[0];
+#pragma unroll
+      for (int r = 1; r < kRows; ++r) dot = lane == r ? acc[r] : dot;
+      if (!last_pass || lane >= mine) return;
+      const int i = warp + lane * kWarps;
+      const int64_t row = i < own_rows ? row0 + i : foreign_row(i - own_rows);
+      if (row >= a.hidden) return;
+      const bf16 before = i < own_rows ? residual_s[i] : foreign_residual[i - own_rows];
+      const float updated = bf16_round(__bfloat162float(before) + bf16_round(dot));
+      a.residual[row] = __float2bfloat16_rn(updated);
+      sq += updated * updated;
+    };
+    if (mine > 0 && mine <= 2) batch(std::integral_constant<int, 2>{});
+    else if (mine > 0 && mine <= 4) batch(std::integral_constant<int, 4>{});
+    else if (mine > 0) batch(std::integral_constant<int, kMaxRowsAWarp>{});
+  }
+  // v29 (kOVecs < 0 with kWarmRows 1): v5's tensor-core o loop in each of v17's passes (the first one, in a CTA
+  // without a split, reading its rows while the splits attend; its products land in dots and are dropped), over the
+  // CTA's own rows and the ones it took over (kHandOff). Each warp multiplies its q_dim / kWarps columns of every
+  // row, 16 rows a tile; the last pass sums the warps' dots in a fixed order and updates the residual rows.
+  if constexpr (kOVecs < 0 && kWarmRows == 1) {
+    const int n_rows = own_rows + foreign_count;
+    const int dots_stride = rows_per_cta + (kHandOff ? kMaxForeignRows : 0);
+    const int gid = lane / 4, tig = lane % 4;
+    const int64_t cols_per_warp = q_dim / kWarps;  // PRECOND (supports): q_dim % (kWarps * 32) == 0
+    const int64_t piece0 = (warp * cols_per_warp + tig * 8) / 8;
+    const int col_steps = int(cols_per_warp / 32);
+    // A whole tile's loads in flight a lane at Qwen3-8B's q_dim (16 steps: 8 KB a warp per row pair, 128 KB a CTA):
+    // with v5's 8 the first pass took ~9.5 us from the wait, a tile two dependent round trips (session 23 trace).
+    constexpr int kUnroll = 16;
+    const auto row_src = [&](int r) -> const uint4* {
+      if (r >= n_rows) return nullptr;
+      if (r < own_rows)
+        return r < staged ? reinterpret_cast<const uint4*>(smem + l.w + size_t(r) * l.row_pitch)
+                          : reinterpret_cast<const uint4*>(w_rows + int64_t(r) * q_dim);
+      const int64_t g = foreign_row(r - own_rows);
+      return g < a.hidden ? reinterpret_cast<const uint4*>(a.w_o + g * q_dim) : nullptr;
+    };
+    for (int m0 = 0; m0 < n_rows; m0 += 16) {
+      const uint4* src_lo = row_src(m0 + gid);
+      const uint4* src_hi = row_src(m0 + gid + 8);
+      float acc[2][4] = {};
+      for (int s0 = 0; s0 < col_steps; s0 += kUnroll) {
+        uint4 lo[kUnroll], hi[kUnroll], xv[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t piece = piece0 + int64_t(s0 + u) * 4;
+          const bool in = s0 + u < col_steps;
+          lo[u] = in && src_lo ? src_lo[piece] : make_uint4(0, 0, 0, 0);
+          hi[u] = in && src_hi ? src_hi[piece] : make_uint4(0, 0, 0, 0);
+          xv[u] = in && gid == 0 ? x_vec[piece] : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint32_t a_even[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y}, b_even[2] = {xv[u].x, xv[u].y};
+          const uint32_t a_odd[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w}, b_odd[2] = {xv[u].z, xv[u].w};
+          mma_bf16_16816(acc[u % 2], a_even, b_even);
+          mma_bf16_16816(acc[u % 2], a_odd, b_odd);
+        }
+      }
+      if (tig == 0 && m0 + gid < n_rows) dots[warp * dots_stride + m0 + gid] = acc[0][0] + acc[1][0];
+      if (tig == 0 && m0 + gid + 8 < n_rows) dots[warp * dots_stride + m0 + gid + 8] = acc[0][2] + acc[1][2];
+    }
+    if (last_pass) {
+      stamp(a.trace, kTraceORows);
+      __syncthreads();  // every warp's dots
+      for (int i = threadIdx.x; i < n_rows; i += kThreads) {
+        float y = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];
+        const int64_t row = i < own_rows ? row0 + i : foreign_row(i - own_rows);
+        if (row >= a.hidden) continue;
+        const bf16 before = i < own_rows ? residual_s[i] : foreign_residual[i - own_rows];
+        const float updated = bf16_round(__bfloat162float(before) + bf16_round(y));
+        a.residual[row] = __float2bfloat16_rn(updated);
+        sq += updated * updated;
+      }
+    }
+  }
   if constexpr (kWarmCode == 1) sq += o_rows_pass(o_rows, warp, lane, false);
-  for (int first = warp * kRowsAtOnce; kWarmCode != 1 && kOVecs == 0 && first < rows;
+  for (int first = warp * kRowsAtOnce; kWarmCode != 1 && kOVecs == 0 && !kHandOff && first < rows;
        first += kWarps * kRowsAtOnce) {
     float acc[kRowsAtOnce] = {};
     if (kTypedRows > 0 && first + kRowsAtOnce <= staged) {
@@ -1216,7 +1370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!last_pass && (a.warm_code & 16)) pull_split_rows();
   }
   }
-  if (kOVecs == 0) stamp(a.trace, kTraceORows);
+  if (kOVecs == 0) stamp(a.trace, kTraceORows);  // (v29: in its last pass)
   // Σ residual² over this CTA's rows, summed over warps in a fixed order.
   __shared__ float warp_sq[kWarps];
   sq = warp_sum(sq);
@@ -1276,22 +1430,24 @@ Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = f
   return plan;
 }
 
-Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool row_barriers = false) {
+Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool row_barriers = false,
+                 int extra_dot_rows = 0) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   return layout_for(int(p.head_dim), plan.stages, int(p.q_heads), int(p.q_heads / p.kv_heads),
-                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs, row_barriers);
+                    plan.keys_cap, plan.grid.rows_per_cta, plan.smem_budget, o_vecs, row_barriers,
+                    extra_dot_rows);
 }
 
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false>
+          bool kPacedStaging = false, bool kHandOff = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging>;
+                                                 kPacedStaging, kHandOff>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1299,7 +1455,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
                                     int(kMaxSmem - kStaticSmemSlack)));
     configured.store(true);
   }
-  const Layout l = layout_of(a, plan, kOVecs, kPacedStaging);
+  const Layout l = layout_of(a, plan, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
   launch(kernel, dim3(unsigned(plan.grid.ctas)), dim3(kThreads), l.bytes, stream, a, l, plan.keys_cap,
          plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
 }
@@ -1308,20 +1464,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false>
+          bool kPacedStaging = false, bool kHandOff = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging>(a, plan, stream);
+                  kPacedStaging, kHandOff>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging>(a, plan, stream);
+                  kPacedStaging, kHandOff>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging>(a, plan, stream);
+                  kPacedStaging, kHandOff>(a, plan, stream);
   }
 }
 
@@ -1333,7 +1489,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false>
+          bool kPacedStaging = false, bool kHandOff = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1344,11 +1500,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging>(a, plan, stream);
+                    kPacedStaging, kHandOff>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging>(a, plan, stream);
+                    kPacedStaging, kHandOff>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1643,17 +1799,20 @@ namespace {
 // v25's choice of kernel, for v25 and the versions built on it (kMlpLead: v27's pull; kPacedStaging: v26's staging):
 // v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
-// tests).
-template <int kMlpLead = 0, bool kPacedStaging = false>
+// tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
+// cores, 2 with v30's round-robin rows.
+template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) return launch_qkv_attention_o_v9(a, stream);
+  constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
+  constexpr bool kHandOff = kHandOffMode > 0;
   if (scaled)
-    return launch_version<true, false, 0, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true, false,
-                          kPacedStaging>(a, stream);
-  launch_version<true, false, 0, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging>(a, stream);
+    return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
+                          false, kPacedStaging, kHandOff>(a, stream);
+  launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
+                 kPacedStaging, kHandOff>(a, stream);
 }
 
 }  // namespace
@@ -1706,6 +1865,50 @@ bool qkv_attention_o_v28_supports(const QkvAttentionOArgs& a) {
 }
 
 void launch_qkv_attention_o_v28(const QkvAttentionOArgs& a, cudaStream_t stream) { launch_scaled_early<3>(a, stream); }
+
+// v29_qkv_attention_o_mma_handoff: v25 whose split CTAs multiply only their staged o rows and hand the rest to the
+// CTAs without a split (kHandOff above), with the o loop on tensor cores in both of v17's passes (kOVecs -1 with
+// kWarmRows 1). Why: at prompt 128 the launch ends when its split CTAs do, ~1.5 us after the others, because they
+// read their 15 unstaged rows (120 KB at 192 KB a CTA) from HBM after the merge while the others found theirs in L2
+// (their first pass); and the others' o phase runs at ~50% SM issue on FMAs and bf16 unpacking (session 22's PM
+// sampling), which v5's mma loop replaces by two mma per 16-byte load a row. Measured (H200, Qwen3-8B,
+// ITERATIONS.md session 23): 0.968x of v25 at prompt 128 and 0.965x at 1024 (a tile's 16 steps in flight a lane;
+// 8, v5's: 0.980x / 0.977x); the mma loop alone (warm_code 64) 0.985x / 0.986x. Traced, the split CTAs end 2 us
+// sooner (12.86 us after the wait against 14.81), the others 4.3 us later: they see the heads 2 us later (their
+// first pass reads 23% more rows from HBM while the splits attend) and their o phase takes 5.5 us against 3.4 (a
+// load instruction reads 8 rows x 64 bytes, not 512 contiguous bytes of one row). Where v25 runs v9's kernel (every
+// CTA splits: none is free), v9's. Refuses what v9 refuses and a q_dim that is not a multiple of 256.
+// QkvAttentionOArgs::warm_code as v17, and bit 64 keeps every CTA on its own rows (the mma loop alone).
+bool qkv_attention_o_v29_supports(const QkvAttentionOArgs& a) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  if (!qkv_attention_o_v9_supports(a) || (p.q_heads * p.head_dim) % (kWarps * 32) != 0) return false;
+  const Plan plan = plan_for(a);
+  return layout_of(a, plan, -1, false, kMaxForeignRows).bytes <= plan.smem_budget;
+}
+
+void launch_qkv_attention_o_v29(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 1>(a, stream);
+}
+
+// v30_qkv_attention_o_handoff_rows: v29's hand-off with v17's o loop (no tensor cores), its rows dealt round-robin
+// over the warps in one batch a warp (kHandOff with kOVecs 0): same dot products as v25's loop, row for row. Why:
+// v29's mma loop alone measured 0.985x of v25, so the hand-off with v25's own arithmetic. Measured (H200, Qwen3-8B,
+// ITERATIONS.md session 23): 0.982x / 0.989x / 0.992x of v25 at prompts 128 / 512 / 1024; the round-robin rows
+// alone (warm_code 64) 0.998x / 0.996x at 128 / 1024. Traced at 128, the split CTAs end 1.2 us sooner (13.29 us
+// after the wait against 14.56), the others 2.5 us later (15.72 against 13.22): they see the heads 1.8 us later
+// (their first pass reads 23% more rows from HBM while the splits attend) and their o phase takes 4.1 us against
+// 3.4, in proportion to the rows they read from L2. Where v25 runs v9's kernel, v9's. Refuses what v9 refuses and
+// row blocks of more than kWarps * kMaxRowsAWarp rows; QkvAttentionOArgs::warm_code as v29.
+bool qkv_attention_o_v30_supports(const QkvAttentionOArgs& a) {
+  if (!qkv_attention_o_v9_supports(a)) return false;
+  const Plan plan = plan_for(a);
+  return plan.grid.rows_per_cta <= kWarps * kMaxRowsAWarp &&
+         layout_of(a, plan, 0).bytes <= plan.smem_budget;
+}
+
+void launch_qkv_attention_o_v30(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 2>(a, stream);
+}
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
 // the new key's split on the CTAs resident first. Refuses what v9 refuses.

@@ -190,8 +190,8 @@ void register_bench(CLI::App& app) {
                   "head's rows, 8 on one row as every key's. v17's first o pass: 1 none, 2 in the CTAs with a "
                   "split too, 8 those pull their unstaged rows into L2 instead; diagnostic 4: on shared memory in "
                   "place of the unstaged rows; 16 / 32 the CTAs without a split pull the split CTAs' unstaged rows "
-                  "into L2 after / before it")
-      ->check(CLI::Range(0, 63));
+                  "into L2 after / before it; v29: 64 keeps every CTA on its own o rows (no hand-off)")
+      ->check(CLI::Range(0, 127));
   cmd->add_option("--attention-o-stage-window", o->attention_o_stage_window,
                   "Tuning: staged o rows v26's CTAs without a split keep in flight (0: 4)")
       ->check(CLI::Range(0, 64));

@@ -1546,10 +1546,10 @@ TEST_F(GpuTest, QkvAttentionODecode) {
                            &runner, 1000, 0, 0, -1, 0, 0, mode);
   }
   // v14's, v15's and v17's warm-up passes, each left out or added (QkvAttentionOArgs::warm_code; the cases above run
-  // the defaults), v17's L2 pulls (8; 16 and 32: of the split CTAs' rows by the others) and v15's and v17's
-  // diagnostic 4, at 8192, at 129 in slot 2 (the cache check: the warm-up writes no row), and with a short last row
-  // block and a delta.
-  for (const int32_t mode : {1, 2, 3, 4, 8, 16, 32}) {
+  // the defaults), v17's L2 pulls (8; 16 and 32: of the split CTAs' rows by the others), v15's and v17's
+  // diagnostic 4 and v29's and v30's 64 (no rows handed over; 65: no first pass either), at 8192, at 129 in slot 2 (the
+  // cache check: the warm-up writes no row), and with a short last row block and a delta.
+  for (const int32_t mode : {1, 2, 3, 4, 8, 16, 32, 64, 65}) {
     const std::string tuning = " warm code " + str(mode);
     for (const QkvAttentionCase& c :
          {QkvAttentionCase{"ctx=8192" + tuning, kQHeads, kKvHeads, kHeadDim, {8191}, {}, 1, 8192},
