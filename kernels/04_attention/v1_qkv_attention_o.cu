@@ -265,6 +265,44 @@ __device__ __forceinline__ void dot_rows(float (&acc)[kRows], int chunks, int la
   }
 }
 
+// v5's and v29's o loop for one warp: rows [0, rows) in tiles of 16 as mma.m16n8k16's A operand (lane (g, t) reads
+// 16 bytes of rows g and g + 8 of the tile at piece piece0 + 4 s of each 32-column step s, used as the k slots 2t,
+// 2t + 1, 2t + 8, 2t + 9 of two mma), the attention output x_vec as B's column 0 (the same pieces, lanes with g == 0;
+// the other columns zero): any assignment of columns to k slots shared by A and B gives the dot product. row_src(r):
+// row r's 16-byte pieces, nullptr for none. warp_dots[r]: this warp's share of row r's dot product. kUnroll: steps
+// whose loads a lane issues before any mma.
+template <int kUnroll, class RowSrc>
+__device__ __forceinline__ void mma_o_tiles(int rows, RowSrc&& row_src, const uint4* x_vec, int64_t piece0,
+                                            int col_steps, int lane, float* warp_dots) {
+  const int gid = lane / 4, tig = lane % 4;
+  for (int m0 = 0; m0 < rows; m0 += 16) {
+    const uint4* src_lo = row_src(m0 + gid);
+    const uint4* src_hi = row_src(m0 + gid + 8);
+    float acc[2][4] = {};  // two accumulator chains
+    for (int s0 = 0; s0 < col_steps; s0 += kUnroll) {
+      uint4 lo[kUnroll], hi[kUnroll], xv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t piece = piece0 + int64_t(s0 + u) * 4;
+        const bool in = s0 + u < col_steps;
+        lo[u] = in && src_lo ? src_lo[piece] : make_uint4(0, 0, 0, 0);
+        hi[u] = in && src_hi ? src_hi[piece] : make_uint4(0, 0, 0, 0);
+        xv[u] = in && gid == 0 ? x_vec[piece] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t a_even[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y}, b_even[2] = {xv[u].x, xv[u].y};
+        const uint32_t a_odd[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w}, b_odd[2] = {xv[u].z, xv[u].w};
+        mma_bf16_16816(acc[u % 2], a_even, b_even);
+        mma_bf16_16816(acc[u % 2], a_odd, b_odd);
+      }
+    }
+    // Column 0 of C: lanes with t == 0 hold rows g (c0) and g + 8 (c2).
+    if (tig == 0 && m0 + gid < rows) warp_dots[m0 + gid] = acc[0][0] + acc[1][0];
+    if (tig == 0 && m0 + gid + 8 < rows) warp_dots[m0 + gid + 8] = acc[0][2] + acc[1][2];
+  }
+}
+
 // Sums each row's lane partials over the warp; where `write`, lane r < kRowsAtOnce (where row first + r exists)
 // adds row first + r to its residual row, rounded as the chain's o GEMV and residual add round, writes it to
 // residual_out and adds its square to sq. PRECOND: every lane of the warp calls it.
@@ -1142,7 +1180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the sum over k, so any assignment of columns to k slots shared by A and B gives it: one 16-byte load per
     // row per two mma instead of 16 FMAs and 8 unpacks per 16 bytes. Staged rows come from shared memory (rows
     // padded by 64 bytes: conflict-free), the others from global memory through the same generic loads.
-    const int gid = lane / 4, tig = lane % 4;
+    const int tig = lane % 4;
     const int64_t cols_per_warp = q_dim / kWarps;  // PRECOND (supports): q_dim % (kWarps * 32) == 0
     const int64_t piece0 = (warp * cols_per_warp + tig * 8) / 8;  // this lane's first 16-byte piece of a row
     const int col_steps = int(cols_per_warp / 32);                 // two mma k-steps each
@@ -1152,32 +1190,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       return r < staged ? reinterpret_cast<const uint4*>(smem + l.w + size_t(r) * l.row_pitch)
                         : reinterpret_cast<const uint4*>(w_rows + int64_t(r) * q_dim);
     };
-    for (int m0 = 0; m0 < rows; m0 += 16) {
-      const uint4* src_lo = row_src(m0 + gid);
-      const uint4* src_hi = row_src(m0 + gid + 8);
-      float acc[2][4] = {};  // two accumulator chains
-      for (int s0 = 0; s0 < col_steps; s0 += kUnroll) {
-        uint4 lo[kUnroll], hi[kUnroll], xv[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t piece = piece0 + int64_t(s0 + u) * 4;
-          const bool in = s0 + u < col_steps;
-          lo[u] = in && src_lo ? src_lo[piece] : make_uint4(0, 0, 0, 0);
-          hi[u] = in && src_hi ? src_hi[piece] : make_uint4(0, 0, 0, 0);
-          xv[u] = in && gid == 0 ? x_vec[piece] : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const uint32_t a_even[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y}, b_even[2] = {xv[u].x, xv[u].y};
-          const uint32_t a_odd[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w}, b_odd[2] = {xv[u].z, xv[u].w};
-          mma_bf16_16816(acc[u % 2], a_even, b_even);
-          mma_bf16_16816(acc[u % 2], a_odd, b_odd);
-        }
-      }
-      // Column 0 of C: lanes with t == 0 hold rows g (c0) and g + 8 (c2).
-      if (tig == 0 && m0 + gid < rows) dots[warp * rows_per_cta + m0 + gid] = acc[0][0] + acc[1][0];
-      if (tig == 0 && m0 + gid + 8 < rows) dots[warp * rows_per_cta + m0 + gid + 8] = acc[0][2] + acc[1][2];
-    }
+    mma_o_tiles<kUnroll>(rows, row_src, x_vec, piece0, col_steps, lane, dots + warp * rows_per_cta);
   }
   if constexpr (kOVecs != 0 && kWarmRows != 1) {
     stamp(a.trace, kTraceORows);
@@ -1281,12 +1294,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kOVecs < 0 && kWarmRows == 1) {
     const int n_rows = own_rows + foreign_count;
     const int dots_stride = rows_per_cta + (kHandOff ? kMaxForeignRows : 0);
-    const int gid = lane / 4, tig = lane % 4;
+    const int tig = lane % 4;
     const int64_t cols_per_warp = q_dim / kWarps;  // PRECOND (supports): q_dim % (kWarps * 32) == 0
     const int64_t piece0 = (warp * cols_per_warp + tig * 8) / 8;
     const int col_steps = int(cols_per_warp / 32);
-    // A whole tile's loads in flight a lane at Qwen3-8B's q_dim (16 steps: 8 KB a warp per row pair, 128 KB a CTA):
-    // with v5's 8 the first pass took ~9.5 us from the wait, a tile two dependent round trips (session 23 trace).
+    // A whole tile's loads in flight a lane at Qwen3-8B's q_dim (16 steps: 16 KB a warp, 128 KB a CTA). With v5's 8
+    // the first pass ended ~9.5 us after the wait; with 16 no sooner (session 23 traces; 0.980x and 0.968x of v25 at
+    // prompt 128 on two leases).
     constexpr int kUnroll = 16;
     const auto row_src = [&](int r) -> const uint4* {
       if (r >= n_rows) return nullptr;
@@ -1296,31 +1310,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t g = foreign_row(r - own_rows);
       return g < a.hidden ? reinterpret_cast<const uint4*>(a.w_o + g * q_dim) : nullptr;
     };
-    for (int m0 = 0; m0 < n_rows; m0 += 16) {
-      const uint4* src_lo = row_src(m0 + gid);
-      const uint4* src_hi = row_src(m0 + gid + 8);
-      float acc[2][4] = {};
-      for (int s0 = 0; s0 < col_steps; s0 += kUnroll) {
-        uint4 lo[kUnroll], hi[kUnroll], xv[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t piece = piece0 + int64_t(s0 + u) * 4;
-          const bool in = s0 + u < col_steps;
-          lo[u] = in && src_lo ? src_lo[piece] : make_uint4(0, 0, 0, 0);
-          hi[u] = in && src_hi ? src_hi[piece] : make_uint4(0, 0, 0, 0);
-          xv[u] = in && gid == 0 ? x_vec[piece] : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const uint32_t a_even[4] = {lo[u].x, hi[u].x, lo[u].y, hi[u].y}, b_even[2] = {xv[u].x, xv[u].y};
-          const uint32_t a_odd[4] = {lo[u].z, hi[u].z, lo[u].w, hi[u].w}, b_odd[2] = {xv[u].z, xv[u].w};
-          mma_bf16_16816(acc[u % 2], a_even, b_even);
-          mma_bf16_16816(acc[u % 2], a_odd, b_odd);
-        }
-      }
-      if (tig == 0 && m0 + gid < n_rows) dots[warp * dots_stride + m0 + gid] = acc[0][0] + acc[1][0];
-      if (tig == 0 && m0 + gid + 8 < n_rows) dots[warp * dots_stride + m0 + gid + 8] = acc[0][2] + acc[1][2];
-    }
+    mma_o_tiles<kUnroll>(n_rows, row_src, x_vec, piece0, col_steps, lane, dots + warp * dots_stride);
     if (last_pass) {
       stamp(a.trace, kTraceORows);
       __syncthreads();  // every warp's dots
