@@ -1123,6 +1123,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint4* x_vec = reinterpret_cast<const uint4*>(x_s);
   float sq = 0.0f;
   [[maybe_unused]] float* dots = reinterpret_cast<float*>(smem + l.dots);  // v4, v5: (kWarps, rows_per_cta)
+  // v29, v30 (kHandOff): row i of the rows this CTA multiplies, its own [0, own_rows) then those it took over: its
+  // 16-byte pieces (o_row; a row past hidden, which no launch plans, reads the last one), and its residual row
+  // updated with its o dot product as finish_rows rounds it, its square added to sq (update_row; none past hidden).
+  [[maybe_unused]] const auto o_row = [&](int i) -> const uint4* {
+    if (i < own_rows)
+      return i < staged ? reinterpret_cast<const uint4*>(smem + l.w + size_t(i) * l.row_pitch)
+                        : reinterpret_cast<const uint4*>(w_rows + int64_t(i) * q_dim);
+    return reinterpret_cast<const uint4*>(a.w_o + min(foreign_row(i - own_rows), a.hidden - 1) * q_dim);
+  };
+  [[maybe_unused]] const auto update_row = [&](int i, float dot) {
+    const int64_t row = i < own_rows ? row0 + i : foreign_row(i - own_rows);
+    if (row >= a.hidden) return;
+    const bf16 before = i < own_rows ? residual_s[i] : foreign_residual[i - own_rows];
+    const float updated = bf16_round(__bfloat162float(before) + bf16_round(dot));
+    a.residual[row] = __float2bfloat16_rn(updated);
+    sq += updated * updated;
+  };
   if constexpr (kOVecs > 0) {
     // v4: groups of kOGroup rows read by the whole CTA (a thread's pieces c = threadIdx.x + v * kThreads of each
     // row), multiplied at once and summed with one transposed warp reduction; the warp sums meet in dots. v1-v3
@@ -1253,19 +1270,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kHandOff && kOVecs == 0) {
     const int n_rows = own_rows + foreign_count;
     const int mine = n_rows > warp ? (n_rows - warp + kWarps - 1) / kWarps : 0;  // this warp's rows
-    const auto row_of = [&](int r) -> const uint4* {  // this warp's r-th row (clamped to its last one)
-      const int i = warp + min(r, mine - 1) * kWarps;
-      if (i < own_rows)
-        return reinterpret_cast<const uint4*>(i < staged ? w_s + int64_t(i) * q_dim : w_rows + int64_t(i) * q_dim);
-      const int64_t g = min(foreign_row(i - own_rows), a.hidden - 1);
-      return reinterpret_cast<const uint4*>(a.w_o + g * q_dim);
-    };
     const auto batch = [&](auto rows_tag) {
       constexpr int kRows = decltype(rows_tag)::value;
       float acc[kRows] = {};
       const uint4* src[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) src[r] = row_of(r);
+      for (int r = 0; r < kRows; ++r) src[r] = o_row(warp + min(r, mine - 1) * kWarps);  // (clamped to its last)
       dot_rows<4, kRows>(acc, chunks, lane, [&](int c, float(&x)[8]) {
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
       }, [&](int r, int c) { return src[r][c]; });
@@ -1274,14 +1284,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float dot = acc[0];
 #pragma unroll
       for (int r = 1; r < kRows; ++r) dot = lane == r ? acc[r] : dot;
-      if (!last_pass || lane >= mine) return;
-      const int i = warp + lane * kWarps;
-      const int64_t row = i < own_rows ? row0 + i : foreign_row(i - own_rows);
-      if (row >= a.hidden) return;
-      const bf16 before = i < own_rows ? residual_s[i] : foreign_residual[i - own_rows];
-      const float updated = bf16_round(__bfloat162float(before) + bf16_round(dot));
-      a.residual[row] = __float2bfloat16_rn(updated);
-      sq += updated * updated;
+      if (last_pass && lane < mine) update_row(warp + lane * kWarps, dot);
     };
     if (mine > 0 && mine <= 2) batch(std::integral_constant<int, 2>{});
     else if (mine > 0 && mine <= 4) batch(std::integral_constant<int, 4>{});
@@ -1302,15 +1305,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // the first pass ended ~9.5 us after the wait; with 16 no sooner (session 23 traces; 0.980x and 0.968x of v25 at
     // prompt 128 on two leases).
     constexpr int kUnroll = 16;
-    const auto row_src = [&](int r) -> const uint4* {
-      if (r >= n_rows) return nullptr;
-      if (r < own_rows)
-        return r < staged ? reinterpret_cast<const uint4*>(smem + l.w + size_t(r) * l.row_pitch)
-                          : reinterpret_cast<const uint4*>(w_rows + int64_t(r) * q_dim);
-      const int64_t g = foreign_row(r - own_rows);
-      return g < a.hidden ? reinterpret_cast<const uint4*>(a.w_o + g * q_dim) : nullptr;
-    };
-    mma_o_tiles<kUnroll>(n_rows, row_src, x_vec, piece0, col_steps, lane, dots + warp * dots_stride);
+    mma_o_tiles<kUnroll>(n_rows, [&](int r) { return r < n_rows ? o_row(r) : nullptr; }, x_vec, piece0, col_steps,
+                         lane, dots + warp * dots_stride);
     if (last_pass) {
       stamp(a.trace, kTraceORows);
       __syncthreads();  // every warp's dots
@@ -1318,12 +1314,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float y = 0.0f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) y += dots[w * dots_stride + i];
-        const int64_t row = i < own_rows ? row0 + i : foreign_row(i - own_rows);
-        if (row >= a.hidden) continue;
-        const bf16 before = i < own_rows ? residual_s[i] : foreign_residual[i - own_rows];
-        const float updated = bf16_round(__bfloat162float(before) + bf16_round(y));
-        a.residual[row] = __float2bfloat16_rn(updated);
-        sq += updated * updated;
+        update_row(i, y);
       }
     }
   }
