@@ -240,6 +240,11 @@ struct QkvAttentionOArgs {
   int32_t mlp_lead_window = 0;
   int32_t mlp_lead_policy = 0;  // v27: the pulled lines' L2 priority, 0 evict-normal, 1 evict-first, 2 evict-last
                                 // (kernels/common/ptx.cuh L2Priority)
+  // Tuning, v31 (v31_qkv_attention_o_handoff_late) only: the unstaged o rows each CTA with a split hands to the
+  // CTAs without one, its last ones (-1: all of them; 0: none, every CTA multiplies its own rows). v31 also takes
+  // warm_code as v30, and bit 128 with bit 2: the split CTAs' first pass reads staged rows in place of unstaged ones;
+  // bit 256: the split CTAs pull their unstaged rows into L2 as the heads come in.
+  int32_t handoff_rows = -1;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.

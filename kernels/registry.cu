@@ -140,6 +140,8 @@ void launch_qkv_attention_o_v29(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v29_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v30(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v30_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v31(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v31_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -496,6 +498,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v30_qkv_attention_o_handoff_rows", "v29's hand-off of the split CTAs' unstaged o rows with v17's o loop, "
                                            "the rows dealt round-robin over the warps (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v30, qkv_attention_o_v30_supports},
+      {"v31_qkv_attention_o_handoff_late", "v30's hand-off, the rows taken over read after the merge only, and "
+                                           "only the split CTAs' last handoff_rows (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v31, qkv_attention_o_v31_supports},
   };
   return v;
 }

@@ -409,13 +409,15 @@ struct ORows {
 // kHandOff (v29 with kOVecs -1, v30 with kOVecs 0; kWarmRows 1): the split CTAs multiply only their staged rows,
 // the others take over the rest (below, where `splits` is known), v29 on tensor cores, v30 with the rows dealt
 // round-robin over the warps.
+// kHandOff 2 (v31, kOVecs 0): v30's hand-off where the split CTAs give up their last handoff_rows unstaged rows (all
+// of them by default) and the others read the rows they took over in their last pass only, after the merge.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, bool kHandOff = false>
+          bool kPacedStaging = false, int kHandOff = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -699,27 +701,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   // foreign rows [foreign_first, foreign_first + foreign_count) of that list, and leaves Σ residual² over all of
   // them as its norm partial (the next norm sums the partials). Not where the free CTAs would take more than
   // kMaxForeignRows each, nor with warm_code bit 64 (diagnostic: the mma o loop alone).
+  // v31 (kHandOff 2): a split CTA hands over only its last `handed` unstaged rows (QkvAttentionOArgs::handoff_rows).
   [[maybe_unused]] const int unstaged_per = rows_per_cta - l.staged_rows;
+  [[maybe_unused]] const int handed =
+      kHandOff == 2 && a.handoff_rows >= 0 ? min(a.handoff_rows, unstaged_per) : unstaged_per;
   int own_rows = rows, foreign_first = 0, foreign_count = 0;
-  if constexpr (kHandOff) {
+  if constexpr (kHandOff > 0) {
     const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
-    const int total = attending * unstaged_per;
+    const int total = attending * handed;
     // (v30: a warp's rows in one batch of at most kMaxRowsAWarp)
     const int cap = kOVecs == 0 ? min(kMaxForeignRows, kWarps * kMaxRowsAWarp - rows_per_cta) : kMaxForeignRows;
-    if (!(a.warm_code & 64) && free_ctas > 0 && unstaged_per > 0 && (total + free_ctas - 1) / free_ctas <= cap) {
+    if (!(a.warm_code & 64) && free_ctas > 0 && handed > 0 && (total + free_ctas - 1) / free_ctas <= cap) {
       if (cta < attending) {
-        own_rows = staged;
+        own_rows = rows - handed;  // (a split CTA's block is full: the last CTA, which may be short, is free)
       } else {
         foreign_first = (cta - attending) * total / free_ctas;
         foreign_count = (cta - attending + 1) * total / free_ctas - foreign_first;
       }
     }
   }
-  // The global row of foreign row j: unstaged row u % unstaged_per of split CTA u / unstaged_per (rows past hidden,
-  // which no launch plans, are skipped by their users).
+  // The global row of foreign row j: handed row u % handed of split CTA u / handed, which keeps its first
+  // rows_per_cta - handed (rows past hidden, which no launch plans, are skipped by their users).
   [[maybe_unused]] const auto foreign_row = [&](int j) {
     const int u = foreign_first + j;
-    return int64_t(u / unstaged_per) * rows_per_cta + l.staged_rows + u % unstaged_per;
+    return int64_t(u / handed) * rows_per_cta + (rows_per_cta - handed) + u % handed;
   };
   __shared__ bf16 foreign_residual[kHandOff ? kMaxForeignRows : 1];  // (foreign_count), as residual_s
   if (kDeferStaging && staging_deferred && warp == 0 && cta >= splits * int(p.kv_heads)) stage_rows();  // (v21)
@@ -1243,6 +1248,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (kMlpLead == 2 && warm_pass && !attends) lead_mlp_rows();  // (v27: after the first pass)
       receive_heads();
       if (kMlpLead == 3 && warm_pass) pull_mlp_rows_l2(a.mlp_lead_skip_rows);  // (v28: the heads are in)
+      // v31, warm_code bit 256: a split CTA asks for all its unstaged rows at once (bulk L2 prefetches) as the heads
+      // come in, rather than 4 chunks a lane at a time from its loop (~32 KB in flight an SM).
+      if (kHandOff == 2 && (a.warm_code & 256) && attends) pull_unstaged_rows();
     } else {
       wait_staged();  // (the first pass reads the staged rows too)
     }
@@ -1267,7 +1275,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (the hand-off's cap keeps a CTA within kWarps * kMaxRowsAWarp rows): a free CTA's extra rows give no warp a
   // second round, a split CTA's staged rows spread over all its warps, and every warp mixes staged and global
   // rows (v17 gave warps 0-3 the staged rows and 4-7 the rest, which set the o phase's end).
-  if constexpr (kHandOff && kOVecs == 0) {
+  // v31 (kHandOff 2): in the first pass a taken-over row's slot reads one of the CTA's own rows again (on chip or in
+  // L2), so that the taken-over rows leave HBM after the merge, not during the splits, and the pass runs the last
+  // pass's code. With warm_code bit 128 (and 2: a first pass in the split CTAs), a split CTA's unstaged rows' slots
+  // read its staged rows: the pass only fetches the loop's instructions, with no HBM read to hold up its merge.
+  if constexpr (kHandOff > 0 && kOVecs == 0) {
     const int n_rows = own_rows + foreign_count;
     const int mine = n_rows > warp ? (n_rows - warp + kWarps - 1) / kWarps : 0;  // this warp's rows
     const auto batch = [&](auto rows_tag) {
@@ -1275,7 +1287,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       float acc[kRows] = {};
       const uint4* src[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) src[r] = o_row(warp + min(r, mine - 1) * kWarps);  // (clamped to its last)
+      for (int r = 0; r < kRows; ++r) {
+        int i = warp + min(r, mine - 1) * kWarps;  // (clamped to its last)
+        if (kHandOff == 2 && !last_pass) {
+          if (i >= own_rows && own_rows > 0) i = (i - own_rows) % own_rows;
+          if ((a.warm_code & 128) && attends && i >= staged && staged > 0) i %= staged;
+        }
+        src[r] = o_row(i);
+      }
       dot_rows<4, kRows>(acc, chunks, lane, [&](int c, float(&x)[8]) {
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
       }, [&](int r, int c) { return src[r][c]; });
@@ -1423,7 +1442,7 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, bool kHandOff = false>
+          bool kPacedStaging = false, int kHandOff = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
@@ -1445,7 +1464,7 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, bool kHandOff = false>
+          bool kPacedStaging = false, int kHandOff = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
@@ -1470,7 +1489,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, bool kHandOff = false>
+          bool kPacedStaging = false, int kHandOff = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1781,14 +1800,14 @@ namespace {
 // v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
-// cores, 2 with v30's round-robin rows.
+// cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31).
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) return launch_qkv_attention_o_v9(a, stream);
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
-  constexpr bool kHandOff = kHandOffMode > 0;
+  constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
                           false, kPacedStaging, kHandOff>(a, stream);
@@ -1889,6 +1908,20 @@ bool qkv_attention_o_v30_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v30(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_scaled_early<0, false, 2>(a, stream);
+}
+
+// v31_qkv_attention_o_handoff_late: v30's hand-off whose CTAs without a split read the rows they took over after the
+// merge only (their first pass reads their own rows in those slots), and whose split CTAs hand over only their last
+// QkvAttentionOArgs::handoff_rows unstaged rows (-1: all). Why: v30's split CTAs ended 1.2 us sooner, but the rows
+// they gave away (2.9 MB at prompt 128) were read from HBM during the splits' chain and delayed the merged heads by
+// 1.8 us (ITERATIONS.md session 23); after the merge HBM idles (session 22's PM sampling), and a free CTA takes
+// ~3.5 rows more than its 32. Where v25 runs v9's kernel, v9's. Refuses what v30 refuses and handoff_rows < -1.
+bool qkv_attention_o_v31_supports(const QkvAttentionOArgs& a) {
+  return a.handoff_rows >= -1 && qkv_attention_o_v30_supports(a);
+}
+
+void launch_qkv_attention_o_v31(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 3>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

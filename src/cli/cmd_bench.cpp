@@ -106,7 +106,7 @@ void register_bench(CLI::App& app) {
             attention_o_chain_steps = -1, attention_o_claims_ahead = 0, attention_o_claim_static_tiles = 0,
             attention_o_late_rows = 0, attention_o_warm_code = 0, attention_o_stage_window = 0,
             attention_o_split_staging = 0, attention_o_stage_burst = 0, attention_o_split_prewait_rows = -1,
-            attention_o_mlp_lead_window = 0, attention_o_mlp_lead_policy = 0;
+            attention_o_mlp_lead_window = 0, attention_o_mlp_lead_policy = 0, attention_o_handoff_rows = -1;
     std::optional<int32_t> attention_o_mlp_lead_skip_rows;  // (unset: EngineOptions' default)
     std::string attention_o_trace;  // file for the last step's stamps
     std::string mlp, mlp_batched, mlp_trace;  // mlp_trace: file for the last step's stamps
@@ -190,8 +190,10 @@ void register_bench(CLI::App& app) {
                   "head's rows, 8 on one row as every key's. v17's first o pass: 1 none, 2 in the CTAs with a "
                   "split too, 8 those pull their unstaged rows into L2 instead; diagnostic 4: on shared memory in "
                   "place of the unstaged rows; 16 / 32 the CTAs without a split pull the split CTAs' unstaged rows "
-                  "into L2 after / before it; v29: 64 keeps every CTA on its own o rows (no hand-off)")
-      ->check(CLI::Range(0, 127));
+                  "into L2 after / before it; v29: 64 keeps every CTA on its own o rows (no hand-off); v31: 128 "
+                  "with 2, the split CTAs' first pass reads staged rows in place of unstaged ones; 256 the split "
+                  "CTAs pull their unstaged rows into L2 as the heads come in")
+      ->check(CLI::Range(0, 511));
   cmd->add_option("--attention-o-stage-window", o->attention_o_stage_window,
                   "Tuning: staged o rows v26's CTAs without a split keep in flight (0: 4)")
       ->check(CLI::Range(0, 64));
@@ -205,6 +207,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--attention-o-mlp-lead-policy", o->attention_o_mlp_lead_policy,
                   "Tuning: the L2 priority of v27's pulled MLP rows: 0 evict-normal, 1 evict-first, 2 evict-last")
       ->check(CLI::Range(0, 2));
+  cmd->add_option("--attention-o-handoff-rows", o->attention_o_handoff_rows,
+                  "Tuning: the unstaged o rows each split CTA of v31 hands to the CTAs without a split, its last ones "
+                  "(-1: all)")
+      ->check(CLI::Range(-1, 1 << 16));
   cmd->add_option("--attention-o-split-staging", o->attention_o_split_staging,
                   "Tuning: how v26's CTAs with a split stage their o rows: 0 all at once before the PDL wait, 1 all "
                   "at once after their split, 2 paced from then")
@@ -359,6 +365,7 @@ void register_bench(CLI::App& app) {
     options.attention_o_mlp_lead_window = o->attention_o_mlp_lead_window;
     if (o->attention_o_mlp_lead_skip_rows) options.attention_o_mlp_lead_skip_rows = *o->attention_o_mlp_lead_skip_rows;
     options.attention_o_mlp_lead_policy = o->attention_o_mlp_lead_policy;
+    options.attention_o_handoff_rows = o->attention_o_handoff_rows;
     options.attention_o_trace = !o->attention_o_trace.empty();
     if (!o->mlp.empty()) options.decode_mlp = o->mlp;
     if (!o->mlp_batched.empty()) options.decode_mlp_batched = o->mlp_batched;
@@ -575,6 +582,7 @@ void register_bench(CLI::App& app) {
       j["attention_o_split_prewait_rows"] = options.attention_o_split_prewait_rows;
     if (options.attention_o_mlp_lead_window > 0) j["attention_o_mlp_lead_window"] = options.attention_o_mlp_lead_window;
     if (options.attention_o_mlp_lead_policy > 0) j["attention_o_mlp_lead_policy"] = options.attention_o_mlp_lead_policy;
+    if (options.attention_o_handoff_rows >= 0) j["attention_o_handoff_rows"] = options.attention_o_handoff_rows;
     if (o->attention_o_mlp_lead_skip_rows) j["attention_o_mlp_lead_skip_rows"] = *o->attention_o_mlp_lead_skip_rows;
     if (options.l2_persist != "off") {
       const CudaEngine::L2Persistence l2 = engine->l2_persistence();

@@ -901,6 +901,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.mlp_lead_window = o.attention_o_mlp_lead_window;
       a.mlp_lead_skip_rows = o.attention_o_mlp_lead_skip_rows;
       a.mlp_lead_policy = o.attention_o_mlp_lead_policy;
+      a.handoff_rows = o.attention_o_handoff_rows;
       return a;
     };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,

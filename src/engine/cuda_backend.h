@@ -96,7 +96,7 @@ struct EngineOptions {
   int32_t attention_o_claims_ahead = 0;      // QkvAttentionOArgs::claims_ahead (v10; 0: 2)
   int32_t attention_o_claim_static_tiles = 0;  // QkvAttentionOArgs::claim_static_tiles (v10; 0: its ring's)
   int32_t attention_o_late_rows = 0;           // QkvAttentionOArgs::late_rows (v11; 0-3)
-  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v29; 0-127)
+  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v31; 0-511)
   int32_t attention_o_stage_window = 0;        // QkvAttentionOArgs::stage_window (v26; 0: 4)
   int32_t attention_o_split_staging = 0;       // QkvAttentionOArgs::split_staging (v26; 0-2)
   int32_t attention_o_stage_burst = 0;         // QkvAttentionOArgs::stage_burst (v26)
@@ -106,6 +106,7 @@ struct EngineOptions {
   int32_t attention_o_mlp_lead_window = 0;
   int32_t attention_o_mlp_lead_skip_rows = 24;
   int32_t attention_o_mlp_lead_policy = 0;  // QkvAttentionOArgs::mlp_lead_policy (v27)
+  int32_t attention_o_handoff_rows = -1;    // QkvAttentionOArgs::handoff_rows (v31; -1: all)
   // Profiling only: decode_attention_o stamps %globaltimer at fixed points of every CTA of every layer
   // (attention_o_trace() returns the last step's stamps).
   bool attention_o_trace = false;
