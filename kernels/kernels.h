@@ -243,7 +243,9 @@ struct QkvAttentionOArgs {
   // Tuning, v31 (v31_qkv_attention_o_handoff_late) only: the unstaged o rows each CTA with a split hands to the
   // CTAs without one, its last ones (-1: all of them; 0: none, every CTA multiplies its own rows). v31 also takes
   // warm_code as v30, and bit 128 with bit 2: the split CTAs' first pass reads staged rows in place of unstaged ones;
-  // bit 256: the split CTAs pull their unstaged rows into L2 as the heads come in.
+  // bit 256: the split CTAs pull their unstaged rows into L2 as the heads come in; bit 512: the hand-off the other
+  // way, each CTA without a split giving its last handoff_rows rows to the split CTAs (where every row block is
+  // full).
   int32_t handoff_rows = -1;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

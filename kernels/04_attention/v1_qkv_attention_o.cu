@@ -705,26 +705,34 @@ __global__ void __launch_bounds__(kThreads, 1)
   [[maybe_unused]] const int unstaged_per = rows_per_cta - l.staged_rows;
   [[maybe_unused]] const int handed =
       kHandOff == 2 && a.handoff_rows >= 0 ? min(a.handoff_rows, unstaged_per) : unstaged_per;
+  // v31 with warm_code bit 512 (`reverse`): the other way round, each CTA without a split hands its last `handed`
+  // rows to the split CTAs (which read them from L2: the giver's first pass still reads its whole block), so that
+  // the free CTAs, whose exit lets the next MLP's CTAs in, leave sooner. Only where every row block is full.
+  [[maybe_unused]] const int attending = splits * int(p.kv_heads);
+  [[maybe_unused]] const bool reverse = kHandOff == 2 && (a.warm_code & 512) && a.hidden % rows_per_cta == 0;
   int own_rows = rows, foreign_first = 0, foreign_count = 0;
   if constexpr (kHandOff > 0) {
-    const int attending = splits * int(p.kv_heads), free_ctas = int(gridDim.x) - attending;
-    const int total = attending * handed;
+    const int free_ctas = int(gridDim.x) - attending;
+    const int givers = reverse ? free_ctas : attending, takers = reverse ? attending : free_ctas;
+    const int total = givers * handed;
     // (v30: a warp's rows in one batch of at most kMaxRowsAWarp)
     const int cap = kOVecs == 0 ? min(kMaxForeignRows, kWarps * kMaxRowsAWarp - rows_per_cta) : kMaxForeignRows;
-    if (!(a.warm_code & 64) && free_ctas > 0 && handed > 0 && (total + free_ctas - 1) / free_ctas <= cap) {
-      if (cta < attending) {
-        own_rows = rows - handed;  // (a split CTA's block is full: the last CTA, which may be short, is free)
+    if (!(a.warm_code & 64) && givers > 0 && takers > 0 && handed > 0 && (total + takers - 1) / takers <= cap) {
+      const int taker = reverse ? cta : cta - attending;  // (negative: this CTA gives)
+      if (taker < 0 || taker >= takers) {
+        own_rows = rows - handed;  // (a giving split CTA's block is full: the last CTA, which may be short, is free)
       } else {
-        foreign_first = (cta - attending) * total / free_ctas;
-        foreign_count = (cta - attending + 1) * total / free_ctas - foreign_first;
+        foreign_first = taker * total / takers;
+        foreign_count = (taker + 1) * total / takers - foreign_first;
       }
     }
   }
-  // The global row of foreign row j: handed row u % handed of split CTA u / handed, which keeps its first
-  // rows_per_cta - handed (rows past hidden, which no launch plans, are skipped by their users).
+  // The global row of foreign row j: handed row u % handed of giver u / handed (split CTA u / handed, or free CTA
+  // attending + u / handed in reverse), which keeps its first rows_per_cta - handed (rows past hidden, which no
+  // launch plans, are skipped by their users).
   [[maybe_unused]] const auto foreign_row = [&](int j) {
     const int u = foreign_first + j;
-    return int64_t(u / handed) * rows_per_cta + (rows_per_cta - handed) + u % handed;
+    return int64_t((reverse ? attending : 0) + u / handed) * rows_per_cta + (rows_per_cta - handed) + u % handed;
   };
   __shared__ bf16 foreign_residual[kHandOff ? kMaxForeignRows : 1];  // (foreign_count), as residual_s
   if (kDeferStaging && staging_deferred && warp == 0 && cta >= splits * int(p.kv_heads)) stage_rows();  // (v21)
@@ -1280,7 +1288,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // pass's code. With warm_code bit 128 (and 2: a first pass in the split CTAs), a split CTA's unstaged rows' slots
   // read its staged rows: the pass only fetches the loop's instructions, with no HBM read to hold up its merge.
   if constexpr (kHandOff > 0 && kOVecs == 0) {
-    const int n_rows = own_rows + foreign_count;
+    // (reverse: a giver's first pass reads its whole block, the rows it gives included, into L2 for their takers)
+    const bool whole_block = reverse && !last_pass && own_rows < rows;
+    const int n_rows = whole_block ? rows : own_rows + foreign_count;
     const int mine = n_rows > warp ? (n_rows - warp + kWarps - 1) / kWarps : 0;  // this warp's rows
     const auto batch = [&](auto rows_tag) {
       constexpr int kRows = decltype(rows_tag)::value;
@@ -1289,11 +1299,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         int i = warp + min(r, mine - 1) * kWarps;  // (clamped to its last)
-        if (kHandOff == 2 && !last_pass) {
+        if (kHandOff == 2 && !last_pass && !whole_block) {
           if (i >= own_rows && own_rows > 0) i = (i - own_rows) % own_rows;
           if ((a.warm_code & 128) && attends && i >= staged && staged > 0) i %= staged;
         }
-        src[r] = o_row(i);
+        src[r] = whole_block && i >= own_rows ? reinterpret_cast<const uint4*>(w_rows + int64_t(i) * q_dim)
+                                              : o_row(i);
       }
       dot_rows<4, kRows>(acc, chunks, lane, [&](int c, float(&x)[8]) {
         bf16x8_to_float(reinterpret_cast<const Bf16x8&>(x_vec[c]), x);
