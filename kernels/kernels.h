@@ -245,7 +245,7 @@ struct QkvAttentionOArgs {
   // warm_code as v30, and bit 128 with bit 2: the split CTAs' first pass reads staged rows in place of unstaged ones;
   // bit 256: the split CTAs pull their unstaged rows into L2 as the heads come in; bit 512: the hand-off the other
   // way, each CTA without a split giving its last handoff_rows rows to the split CTAs (where every row block is
-  // full).
+  // full); diagnostic bits 1024 / 2048 (both: 3): the CTAs without a split stay 1 / 2 us on their SM after their work.
   int32_t handoff_rows = -1;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

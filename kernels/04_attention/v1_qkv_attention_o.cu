@@ -1396,6 +1396,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   // v27: the MLP rows still in flight land before the CTA's shared memory goes.
   if constexpr (kMlpLead == 2)
     while (lead_pending > 0) lead_land_oldest();
+  // v31, diagnostic (warm_code bits 1024 and 2048: 1, 2 or 3 us): a CTA without a split stays that long on its SM
+  // after its work, so that the next launch's CTAs get the SM later; how the layer's period follows measures what the
+  // free CTAs' exit is worth. Every output is written before it.
+  if constexpr (kHandOff == 2) {
+    const int hold_us = (a.warm_code >> 10) & 3;
+    if (hold_us > 0 && !attends && threadIdx.x == 0) {
+      const uint64_t until = global_timer_ns() + uint64_t(hold_us) * 1000;
+      while (global_timer_ns() < until) {
+      }
+    }
+  }
   stamp(a.trace, kTraceEnd);
 #endif
 }

@@ -193,8 +193,9 @@ void register_bench(CLI::App& app) {
                   "into L2 after / before it; v29: 64 keeps every CTA on its own o rows (no hand-off); v31: 128 "
                   "with 2, the split CTAs' first pass reads staged rows in place of unstaged ones; 256 the split "
                   "CTAs pull their unstaged rows into L2 as the heads come in; 512 the hand-off the other way (the "
-                  "CTAs without a split give their last --attention-o-handoff-rows rows to the split CTAs)")
-      ->check(CLI::Range(0, 1023));
+                  "CTAs without a split give their last --attention-o-handoff-rows rows to the split CTAs); "
+                  "diagnostic 1024 / 2048 / both: those stay 1 / 2 / 3 us on their SM after their work")
+      ->check(CLI::Range(0, 4095));
   cmd->add_option("--attention-o-stage-window", o->attention_o_stage_window,
                   "Tuning: staged o rows v26's CTAs without a split keep in flight (0: 4)")
       ->check(CLI::Range(0, 64));

@@ -96,7 +96,7 @@ struct EngineOptions {
   int32_t attention_o_claims_ahead = 0;      // QkvAttentionOArgs::claims_ahead (v10; 0: 2)
   int32_t attention_o_claim_static_tiles = 0;  // QkvAttentionOArgs::claim_static_tiles (v10; 0: its ring's)
   int32_t attention_o_late_rows = 0;           // QkvAttentionOArgs::late_rows (v11; 0-3)
-  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v31; 0-1023)
+  int32_t attention_o_warm_code = 0;           // QkvAttentionOArgs::warm_code (v14, v15, v17, v20-v31; 0-4095)
   int32_t attention_o_stage_window = 0;        // QkvAttentionOArgs::stage_window (v26; 0: 4)
   int32_t attention_o_split_staging = 0;       // QkvAttentionOArgs::split_staging (v26; 0-2)
   int32_t attention_o_stage_burst = 0;         // QkvAttentionOArgs::stage_burst (v26)

@@ -1641,7 +1641,8 @@ TEST_F(GpuTest, QkvAttentionOMlpWarm) {
 // in the split CTAs too (warm code 2), which take over no rows, on their unstaged rows or (130) on staged rows in
 // their place, with the split CTAs' unstaged rows pulled into L2 at the merge (256), and the other way round (512:
 // the free CTAs give 1 or 3 rows to the split CTAs; all 15 of each of them would exceed what a split CTA may take,
-// and hidden 1000 leaves a short last block: no hand-off there). Every output as v25 writes it.
+// and hidden 1000 leaves a short last block: no hand-off there), and the diagnostic 3 us stay of the free CTAs
+// (3072). Every output as v25 writes it.
 TEST_F(GpuTest, QkvAttentionOHandOffRows) {
   VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
       kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
@@ -1652,7 +1653,7 @@ TEST_F(GpuTest, QkvAttentionOHandOffRows) {
   };
   for (const HandOff& t : {HandOff{0, 0}, HandOff{1, 0}, HandOff{7, 0}, HandOff{1000, 0}, HandOff{5, 2},
                            HandOff{-1, 130}, HandOff{0, 130}, HandOff{0, 256}, HandOff{4, 256}, HandOff{1, 512},
-                           HandOff{3, 512}, HandOff{-1, 512}}) {
+                           HandOff{3, 512}, HandOff{-1, 512}, HandOff{0, 3072}}) {
     const std::string tuning = " handoff rows " + str(t.rows) + " warm code " + str(t.warm_code);
     const auto tune = [t](kernels::QkvAttentionOArgs& a) {
       a.handoff_rows = t.rows;
