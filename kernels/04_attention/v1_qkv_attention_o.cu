@@ -1,5 +1,5 @@
 // v1_qkv_attention_o, v2_qkv_attention_o_head_merge, v3_qkv_attention_o_short_chain, v4_qkv_attention_o_grouped,
-// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v30 (each described at its
+// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v31 (each described at its
 // launcher below; the engine's default is v25_qkv_attention_o_scaled_early since session 18): the decode attention and
 // the o projection (with its residual add) in one launch, batch 1.
 //
@@ -720,7 +720,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!(a.warm_code & 64) && givers > 0 && takers > 0 && handed > 0 && (total + takers - 1) / takers <= cap) {
       const int taker = reverse ? cta : cta - attending;  // (negative: this CTA gives)
       if (taker < 0 || taker >= takers) {
-        own_rows = rows - handed;  // (a giving split CTA's block is full: the last CTA, which may be short, is free)
+        own_rows = rows - handed;  // (a giver's block is full: a split CTA is never the last; reverse wants all full)
       } else {
         foreign_first = taker * total / takers;
         foreign_count = (taker + 1) * total / takers - foreign_first;

@@ -1571,6 +1571,13 @@ TEST_F(GpuTest, QkvAttentionODecode) {
   }
 }
 
+// A runner over one version of an op, by name (the tuning tests below: the version tuned, and the engine's attention
+// beside it).
+template <class Args>
+VersionRunner<Args> runner_of(const std::vector<kernels::KernelVersion<Args>>& versions, const char* name) {
+  return VersionRunner<Args>(std::vector<kernels::KernelVersion<Args>>{kernels::find_version(versions, name)});
+}
+
 // One tuning of a qkv_attention_o version over the cases its tuning tests share: at 129 keys in slot 2 (most CTAs
 // without a split), at 1000 (a few), at 8192 (v9's kernel: every CTA splits), and with a short last row block and
 // a delta of two copies. plain: the attention run beside every case (the callers': only the engine's, to keep them
@@ -1593,10 +1600,8 @@ void run_o_tuning_cases(VersionRunner<kernels::QkvAttentionArgs>& plain,
 // a window wider than the rows. At 129 keys in slot 2 most CTAs pace; at 1000 a few do; at 8192 (v9's kernel) none;
 // and with a short last row block and a delta of two copies.
 TEST_F(GpuTest, QkvAttentionOPacedStaging) {
-  VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
-      kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
-  VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
-      kernels::find_version(kernels::qkv_attention_o_versions(), "v26_qkv_attention_o_paced")});
+  auto plain = runner_of(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge");
+  auto runner = runner_of(kernels::qkv_attention_o_versions(), "v26_qkv_attention_o_paced");
   struct Staging {
     int32_t window, burst, split_staging, split_prewait_rows;
   };
@@ -1617,10 +1622,8 @@ TEST_F(GpuTest, QkvAttentionOPacedStaging) {
 // v27's pull of the next MLP's rows into L2 under its tuning: a hint that must leave every output as v25 writes it
 // (the pull lands in the K/V ring of CTAs without a split, which they never read, and stops once the heads are in).
 TEST_F(GpuTest, QkvAttentionOMlpWarm) {
-  VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
-      kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
-  VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
-      kernels::find_version(kernels::qkv_attention_o_versions(), "v27_qkv_attention_o_mlp_warm")});
+  auto plain = runner_of(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge");
+  auto runner = runner_of(kernels::qkv_attention_o_versions(), "v27_qkv_attention_o_mlp_warm");
   struct Lead {
     int32_t window, skip_rows;
     int64_t bytes;
@@ -1644,10 +1647,8 @@ TEST_F(GpuTest, QkvAttentionOMlpWarm) {
 // and hidden 1000 leaves a short last block: no hand-off there), and the diagnostic 3 us stay of the free CTAs
 // (3072). Every output as v25 writes it.
 TEST_F(GpuTest, QkvAttentionOHandOffRows) {
-  VersionRunner<kernels::QkvAttentionArgs> plain(std::vector<kernels::KernelVersion<kernels::QkvAttentionArgs>>{
-      kernels::find_version(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge")});
-  VersionRunner<kernels::QkvAttentionOArgs> runner(std::vector<kernels::KernelVersion<kernels::QkvAttentionOArgs>>{
-      kernels::find_version(kernels::qkv_attention_o_versions(), "v31_qkv_attention_o_handoff_late")});
+  auto plain = runner_of(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge");
+  auto runner = runner_of(kernels::qkv_attention_o_versions(), "v31_qkv_attention_o_handoff_late");
   struct HandOff {
     int32_t rows, warm_code;
   };
