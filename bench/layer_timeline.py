@@ -74,6 +74,13 @@ def main(mlp_path, attn_path):
                     statistics.mean(r[an[point]] for r in a if r[an[point]]) - a_wait)
         add("attention_o: wait -> last CTA end", a_end - a_wait)
         add("boundary: attention_o end -> next mlp wait released", n_wait - a_end)
+        # Where the next MLP's CTAs become resident: as the attention's CTAs leave their SMs, or beside them (v18).
+        n_start = sorted(r[mn["start"]] for r in m_next)
+        add("  (next mlp: first CTA resident, after attention_o wait)", n_start[0] - a_wait)
+        add("  (next mlp: median CTA resident, after attention_o wait)", n_start[len(n_start) // 2] - a_wait)
+        add("  (next mlp: last CTA resident, after attention_o wait)", n_start[-1] - a_wait)
+        add("  (next mlp: mean CTA past its wait, after attention_o end)",
+            statistics.mean(r[mn["waited"]] for r in m_next) - a_end)
         add("layer period (mlp wait -> next mlp wait)", n_wait - m_wait)
     print(f"{mlp_path} + {attn_path}: prompt {mlp.get('prompt_len')}, {len(spans['layer period (mlp wait -> next mlp wait)'])} layers")
     for k, v in spans.items():

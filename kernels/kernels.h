@@ -363,6 +363,10 @@ struct NormMlpArgs {
   // three, and the rest after it, behind the norm's loads (the last indices find their SMs last).
   int32_t late_cta_from = 0;
   int32_t late_prewait_groups = 1;
+  // v18 (v18_mlp_split_down_beside) only: stages of its ring, 4 rows (32 KB at hidden 4096) each, 2-5 (0: 4). Its
+  // CTA then takes 32 KB a stage and ~13 KB of warp sums, so that it fits on an SM beside a qkv_attention_o CTA of
+  // 228 KB less that (the engine's attention_o_smem_kb).
+  int32_t beside_stages = 0;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).

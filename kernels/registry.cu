@@ -234,6 +234,8 @@ void launch_mlp_split_down_v16(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v16_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v17(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v17_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v18(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v18_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -693,6 +695,10 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                          "the PDL wait (residual, partials, delta) into L2 before it, so that the "
                                          "norm's address translations are warm (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v17, mlp_split_down_v17_supports},
+      {"v18_mlp_split_down_beside", "v15 in groups of 4 rows, a ring of 2-5 of them and at most 56 registers a "
+                                    "thread, so that a CTA fits on an SM beside a qkv_attention_o CTA and becomes "
+                                    "resident while the attention runs (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v18, mlp_split_down_v18_supports},
   };
   return v;
 }

@@ -753,13 +753,15 @@ constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 // kTouchPages (v17, with kPaced, one token from the residual): before the PDL wait, lanes of warp 0 prefetch into
 // L2 one line of each page the CTA touches after it (the residual, the norm partials, the delta copies), so that the
 // SM's address translations for them are warm when the norm's loads go out.
+// kRingGroup, kRingStages (v18, nonzero): a ring of that many stages of that many rows instead of the version's.
 template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false, bool kLate = false,
-          bool kTouchPages = false>
-__global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
+          bool kTouchPages = false, int kRingGroup = 0, int kRingStages = 0>
+__device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups) {
   static_assert(!kLate || (kPaced && kTokens == 1 && !kNormedInput), "v16: v15's kernel");
-  constexpr int kGroup = kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
-  constexpr int kStages = kTokens == 1 ? kLeanStages : kLeanBatchedStages;
-  static_assert(size_t(kStages) * kGroup * kThreads * 16 == LeanRing::kBytes, "the ring's bytes as lean_smem_for's");
+  constexpr int kGroup = kRingGroup > 0 ? kRingGroup : kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
+  constexpr int kStages = kRingStages > 0 ? kRingStages : kTokens == 1 ? kLeanStages : kLeanBatchedStages;
+  constexpr size_t kRingBytes = size_t(kStages) * kGroup * kThreads * 16;  // as lean_smem_for's ring_bytes
+  static_assert(kRingGroup > 0 || kRingBytes == LeanRing::kBytes, "the ring's bytes as lean_smem_for's");
   constexpr int kSums = kGroup * kTokens;  // a group's dot products: its rows x the tokens
   static_assert(kHidden / 8 == kThreads, "one 16-byte piece of a row a thread");
   static_assert(kTokens == 1 || kNormedInput, "several tokens only with normed inputs");
@@ -772,8 +774,8 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
   const int groups = 3 * phase_groups;
   const int dots_stride = 2 * int(max_features(gridDim.x, a.inter));
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
-  float* dots = reinterpret_cast<float*>(smem_raw + LeanRing::kBytes);  // (kTokens, kWarps, dots_stride)
-  float* act_s = dots + kTokens * kWarps * dots_stride;                  // (kTokens, dots_stride / 2)
+  float* dots = reinterpret_cast<float*>(smem_raw + kRingBytes);  // (kTokens, kWarps, dots_stride)
+  float* act_s = dots + kTokens * kWarps * dots_stride;            // (kTokens, dots_stride / 2)
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const uint64_t policy = make_evict_first_policy();
   // This thread's piece of the first row of each phase: gate rows, up rows, down_projᵀ rows of the CTA's features.
@@ -865,6 +867,32 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
   for (int t = 0; t < kTokens; ++t)
     add_down_partial<1>(reinterpret_cast<const float(&)[1][8]>(down[t]), a, kHidden / 8, t, kTokens);
   stamp(a.trace, kTraceEnd);
+}
+
+// v13-v17: mlp_lean_loop on the whole SM (512 threads, up to 128 registers a thread).
+template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false, bool kLate = false,
+          bool kTouchPages = false>
+__global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
+  mlp_lean_loop<kHidden, kTokens, kNormedInput, kPaced, kLate, kTouchPages>(a, prewait_groups);
+}
+
+// ---- v18_mlp_split_down_beside: v15 on the part of an SM a qkv_attention_o CTA leaves -----------------------------
+// Why: the attention launch's CTAs hold every SM's shared memory (192 KB) until their o phase ends, so the next
+// MLP's CTAs become resident only as they leave, and then fill their 192 KB rings while HBM idles (session 22's PM
+// sampling: ~6 us a layer at 11-30% of the DRAM's peak from the splits' tail to the MLP's first streaming sample;
+// session 24: the layer waits for the attention CTAs' exit). A CTA that fits beside the attention's becomes resident
+// as soon as the attention launch triggers its dependents (at its start), and has its ring in shared memory when
+// the attention launch ends. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
+// threads at 138 registers, 144 allocated: 36 K) leaves 28 K registers, 56 a thread of 512: hence rows in groups of
+// 4 (v15's 8 need 32 registers for the group alone) and a ring of beside_stages x 32 KB beside ~13 KB of warp sums
+// (4 stages: the attention CTA keeps 84 KB, 3 staged o rows; 3 stages: 116 KB, 7 rows). The same dot products and
+// sums as v15, row for row, in groups of 4 (warp_sum_transposed adds a row's lanes in another order).
+constexpr int kBesideGroup = 4, kBesideDefaultStages = 4, kBesideMaxStages = 5;
+constexpr int kBesideRegisters = 56;
+
+template <int kStages>
+__global__ void __maxnreg__(kBesideRegisters) mlp_beside_kernel(NormMlpArgs a, int prewait_groups) {
+  mlp_lean_loop<kLeanLoopHidden, 1, false, true, false, false, kBesideGroup, kStages>(a, prewait_groups);
 }
 
 // Ring groups a CTA issues before the PDL wait: NormMlpArgs::prewait_rows rounded up to whole groups of
@@ -1019,14 +1047,14 @@ void launch_mlp_split_down_v9(const NormMlpArgs& a, cudaStream_t stream) {
 // The lean kernel's shared memory where a CTA takes at most `most` features: its ring, then for each of `tokens`
 // tokens the warp sums of its gate and up rows (kWarps, 2 most) and its activations (most), as smem_for() counts
 // them for one.
-size_t lean_smem_for(int64_t most, int64_t tokens = 1) {
-  return LeanRing::kBytes + size_t(tokens * (kWarps * 2 * most + most)) * sizeof(float);
+size_t lean_smem_for(int64_t most, int64_t tokens = 1, size_t ring_bytes = LeanRing::kBytes) {
+  return ring_bytes + size_t(tokens * (kWarps * 2 * most + most)) * sizeof(float);
 }
 
 // One of the lean kernels (mlp_lean_kernel, mlp_lean_loop_kernel) on one CTA per SM; group and stages: its ring's.
 void launch_lean(void (*kernel)(NormMlpArgs, int), const NormMlpArgs& a, int64_t most, cudaStream_t stream,
                  int64_t tokens = 1, int group = kLeanGroup, int stages = kLeanStages) {
-  const size_t smem = lean_smem_for(most, tokens);
+  const size_t smem = lean_smem_for(most, tokens, size_t(stages) * group * kThreads * 16);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group of the ring before the PDL wait by default, as v5.
   const int prewait_groups = prewait_groups_for(a, group, stages);
@@ -1122,6 +1150,25 @@ void launch_mlp_split_down_v17(const NormMlpArgs& a, cudaStream_t stream) {
   if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v10(a, stream);
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true, false, true>, a,
               max_features(ctas_for(a), a.inter), stream);
+}
+
+// v18_mlp_split_down_beside: v15's kernel in groups of 4 rows, NormMlpArgs::beside_stages of them in its ring (0:
+// 4), at most 56 registers a thread (mlp_beside_kernel above), so that a CTA fits on an SM beside a qkv_attention_o
+// CTA. Other shapes v15.
+bool mlp_split_down_v18_supports(const NormMlpArgs& a) {
+  return mlp_split_down_v15_supports(a) && (a.beside_stages == 0 ||
+                                            (a.beside_stages >= 2 && a.beside_stages <= kBesideMaxStages));
+}
+
+void launch_mlp_split_down_v18(const NormMlpArgs& a, cudaStream_t stream) {
+  if (a.hidden != kLeanLoopHidden) return launch_mlp_split_down_v15(a, stream);
+  const int stages = a.beside_stages > 0 ? int(a.beside_stages) : kBesideDefaultStages;
+  const int64_t most = max_features(ctas_for(a), a.inter);
+  const auto kernel = stages == 2   ? mlp_beside_kernel<2>
+                      : stages == 3 ? mlp_beside_kernel<3>
+                      : stages == 4 ? mlp_beside_kernel<4>
+                                    : mlp_beside_kernel<5>;
+  launch_lean(kernel, a, most, stream, 1, kBesideGroup, stages);
 }
 
 // v14_mlp_split_down_batched: mlp_lean_loop_kernel for 1-2 tokens whose inputs come normed (NormMlpArgs::rows,

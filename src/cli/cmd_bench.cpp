@@ -113,7 +113,8 @@ void register_bench(CLI::App& app) {
     std::string l2_persist;
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
-            mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1;
+            mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1,
+            mlp_beside_stages = 0;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
@@ -253,6 +254,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--mlp-late-prewait-groups", o->mlp_late_prewait_groups,
                   "Tuning, --mlp v16: ring groups those CTAs issue before the PDL wait (default 1)")
       ->check(CLI::Range(0, 3));
+  cmd->add_option("--mlp-beside-stages", o->mlp_beside_stages,
+                  "Tuning, --mlp v18: ring stages of 4 rows a CTA keeps, 2-5 (0: 4); with --attention-o-smem-kb the "
+                  "two CTAs must fit in an SM's shared memory together")
+      ->check(CLI::Range(0, 5));
   cmd->add_option("--mlp-skew-from", o->mlp_skew_from,
                   "Tuning, --mlp v11_mlp_split_down_skewed: the first CTA that takes fewer features")
       ->check(CLI::Range(0, 4096));
@@ -379,6 +384,7 @@ void register_bench(CLI::App& app) {
     options.mlp_prewait_window = o->mlp_prewait_window;
     options.mlp_late_cta_from = o->mlp_late_cta_from;
     options.mlp_late_prewait_groups = o->mlp_late_prewait_groups;
+    options.mlp_beside_stages = o->mlp_beside_stages;
     options.mlp_skew_from = o->mlp_skew_from;
     options.mlp_skew_permille = o->mlp_skew_permille;
     options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
@@ -556,6 +562,7 @@ void register_bench(CLI::App& app) {
     if (options.mlp_prewait_window > 0) j["mlp_prewait_window"] = options.mlp_prewait_window;
     j["mlp_late_cta_from"] = options.mlp_late_cta_from;
     j["mlp_late_prewait_groups"] = options.mlp_late_prewait_groups;
+    if (options.mlp_beside_stages > 0) j["mlp_beside_stages"] = options.mlp_beside_stages;
     if (options.mlp_skew_permille > 0) {
       j["mlp_skew_from"] = options.mlp_skew_from;
       j["mlp_skew_permille"] = options.mlp_skew_permille;

@@ -2755,6 +2755,7 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       args.prewait_window = r.accumulate ? 2 : 0;  // (v15) two groups at a time, and its default one
       args.late_cta_from = r.accumulate ? 1 : 0;   // (v16) all CTAs but the first late, or a quarter of them
       args.late_prewait_groups = r.accumulate ? 0 : 1;
+      args.beside_stages = r.accumulate ? (r.delta_copies > 1 ? 2 : 5) : 0;  // (v18) its default 4, 2 and 5
       args.delta_copies = r.delta_copies;
       args.skew_from = r.skew_from;
       args.skew_permille = r.skew_permille;
