@@ -885,7 +885,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
 // the attention launch ends. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
 // threads at 138 registers, 144 allocated: 36 K) leaves 28 K registers, 56 a thread of 512: hence rows in groups of
 // 4 (v15's 8 need 32 registers for the group alone) and a ring of beside_stages x 32 KB beside ~13 KB of warp sums
-// (4 stages: the attention CTA keeps 84 KB, 3 staged o rows; 3 stages: 116 KB, 7 rows). The same dot products and
+// (4 stages: the attention CTA keeps 83 KB, 3 staged o rows; 3 stages: 115 KB, 7 rows). The same dot products and
 // sums as v15, row for row, in groups of 4 (warp_sum_transposed adds a row's lanes in another order).
 constexpr int kBesideGroup = 4, kBesideDefaultStages = 4, kBesideMaxStages = 5;
 constexpr int kBesideRegisters = 56;
