@@ -556,6 +556,12 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_split_down_ring_kernel(NormMl
 constexpr int kLeanGroup = 8, kLeanStages = 3;  // v10's ring: 8 rows (64 KB) a stage, every stage in flight
 using LeanRing = gemv_ring::Ring<1, kLeanGroup, kLeanStages, kLeanStages>;
 
+// The bytes of a lean kernel's ring of `stages` stages of `group` rows (a 16-byte piece of each a thread): the
+// kernel's offset of its warp sums and lean_smem_for's first term, one formula for both.
+__host__ __device__ constexpr size_t lean_ring_bytes(int stages, int group) {
+  return size_t(stages) * group * kThreads * 16;
+}
+
 // How a CTA of the lean kernel finds its features: v10 even blocks (norm_mlp_feature_begin), v11 weighted ones
 // (norm_mlp_feature_begin_skewed), v12 even blocks with a tail handed between the CTAs of a pair (pair_transfer).
 enum LeanBlocks { kEvenBlocks, kSkewedBlocks, kPairedBlocks };
@@ -760,7 +766,7 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   static_assert(!kLate || (kPaced && kTokens == 1 && !kNormedInput), "v16: v15's kernel");
   constexpr int kGroup = kRingGroup > 0 ? kRingGroup : kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
   constexpr int kStages = kRingStages > 0 ? kRingStages : kTokens == 1 ? kLeanStages : kLeanBatchedStages;
-  constexpr size_t kRingBytes = size_t(kStages) * kGroup * kThreads * 16;  // as lean_smem_for's ring_bytes
+  constexpr size_t kRingBytes = lean_ring_bytes(kStages, kGroup);
   static_assert(kRingGroup > 0 || kRingBytes == LeanRing::kBytes, "the ring's bytes as lean_smem_for's");
   constexpr int kSums = kGroup * kTokens;  // a group's dot products: its rows x the tokens
   static_assert(kHidden / 8 == kThreads, "one 16-byte piece of a row a thread");
@@ -1054,7 +1060,7 @@ size_t lean_smem_for(int64_t most, int64_t tokens = 1, size_t ring_bytes = LeanR
 // One of the lean kernels (mlp_lean_kernel, mlp_lean_loop_kernel) on one CTA per SM; group and stages: its ring's.
 void launch_lean(void (*kernel)(NormMlpArgs, int), const NormMlpArgs& a, int64_t most, cudaStream_t stream,
                  int64_t tokens = 1, int group = kLeanGroup, int stages = kLeanStages) {
-  const size_t smem = lean_smem_for(most, tokens, size_t(stages) * group * kThreads * 16);
+  const size_t smem = lean_smem_for(most, tokens, lean_ring_bytes(stages, group));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Every group of the ring before the PDL wait by default, as v5.
   const int prewait_groups = prewait_groups_for(a, group, stages);
