@@ -142,6 +142,8 @@ void launch_qkv_attention_o_v30(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v30_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v31(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v31_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v32(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v32_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -503,6 +505,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v31_qkv_attention_o_handoff_late", "v30's hand-off, the rows taken over read after the merge only, and "
                                            "only the split CTAs' last handoff_rows (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v31, qkv_attention_o_v31_supports},
+      {"v32_qkv_attention_o_trigger_late", "v25 whose CTAs let the next launch start once every split is in, "
+                                           "not at their start (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v32, qkv_attention_o_v32_supports},
   };
   return v;
 }

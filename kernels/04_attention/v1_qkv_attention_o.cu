@@ -1,5 +1,5 @@
 // v1_qkv_attention_o, v2_qkv_attention_o_head_merge, v3_qkv_attention_o_short_chain, v4_qkv_attention_o_grouped,
-// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v31 (each described at its
+// v5_qkv_attention_o_mma, v6_qkv_attention_o_warp_keys, v7_qkv_attention_o_mlp_lead and v9-v32 (each described at its
 // launcher below; the engine's default is v25_qkv_attention_o_scaled_early since session 18): the decode attention and
 // the o projection (with its residual add) in one launch, batch 1.
 //
@@ -413,11 +413,12 @@ struct ORows {
 // of them by default) and the others read the rows they took over in their last pass only, after the merge.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
+// kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -451,8 +452,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   // Every CTA of the grid is resident once all have passed this point, so the next kernel can only take SM room
-  // none of them needs: the waits below on other CTAs of this grid cannot starve.
-  pdl_launch_dependents();
+  // none of them needs: the waits below on other CTAs of this grid cannot starve. (kTriggerLate: once every split
+  // is in, in receive_heads below.)
+  if constexpr (!kTriggerLate) pdl_launch_dependents();
   // The split's shared memory for attention_mma (the K/V ring, q, the new key's row, its outputs and scratch).
   const auto split_smem = [&] {
     float* partial = reinterpret_cast<float*>(smem + l.partial);  // (group, kHeadDim), then the max and sum
@@ -1105,6 +1107,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kHeadMerge) {
       wait_for(arrivals, uint32_t(p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
+      if constexpr (kTriggerLate) pdl_launch_dependents();
       if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
       __threadfence();
       const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
@@ -1112,6 +1115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       wait_for(arrivals, uint32_t(splits * p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
+      if constexpr (kTriggerLate) pdl_launch_dependents();
       __threadfence();
       merge_heads(0, int(p.q_heads), [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
         store_quad(x_s, quad, lo, hi);
@@ -1464,12 +1468,12 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging, kHandOff>;
+                                                 kPacedStaging, kHandOff, kTriggerLate>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1486,20 +1490,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
   }
 }
 
@@ -1511,7 +1515,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1522,11 +1526,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1822,8 +1826,8 @@ namespace {
 // v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
-// cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31).
-template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0>
+// cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31). kTriggerLate: v32's PDL trigger.
+template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
@@ -1832,9 +1836,9 @@ void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff>(a, stream);
+                          false, kPacedStaging, kHandOff, kTriggerLate>(a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate>(a, stream);
 }
 
 }  // namespace
@@ -1944,6 +1948,20 @@ bool qkv_attention_o_v31_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v31(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_scaled_early<0, false, 3>(a, stream);
+}
+
+// v32_qkv_attention_o_trigger_late: v25 whose CTAs let the next launch start (PDL's launch_dependents) once every
+// split is in, not at their start (kTriggerLate above). Why: with norm_mlp v18 a next MLP CTA fits on an SM beside
+// an attention CTA; triggered at the start, as v25 does, its ring fills during the attention's chain, where every
+// pull measured so far delayed the chain (v7, v27; ITERATIONS.md sessions 9 and 21). Triggered once the splits are
+// in, the MLP's CTAs become resident and fill their rings in the stretch after the splits where HBM runs at 11-30%
+// of its peak (session 22's PM sampling), the o phase. With an MLP that does not fit beside (v13-v17), only the CTAs
+// on the SMs the attention leaves free (4 of 132 at Qwen3-8B's shape) start later. The same arithmetic as v25: the
+// same bits. Where v25 runs v9's kernel, v9's (triggered at its start). Refuses what v25 refuses.
+bool qkv_attention_o_v32_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v25_supports(a); }
+
+void launch_qkv_attention_o_v32(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 0, true>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),
