@@ -1,11 +1,14 @@
 #include <atomic>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/common/launch.cuh"
 
 namespace qwen3::kernels {
 namespace {
 std::atomic<bool> g_pdl{false};
-}
+std::atomic<int> g_smem_carveout{-1};
+}  // namespace
 
 void set_programmatic_dependent_launch(bool enabled) {
   int device = 0, major = 0;
@@ -16,6 +19,14 @@ void set_programmatic_dependent_launch(bool enabled) {
 }
 
 bool programmatic_dependent_launch() { return g_pdl.load(std::memory_order_relaxed); }
+
+void set_smem_carveout(int percent) {
+  if (percent < -1 || percent > 100)
+    throw std::invalid_argument("shared-memory carveout " + std::to_string(percent) + ": not -1 or a percent 0-100");
+  g_smem_carveout.store(percent);
+}
+
+int smem_carveout() { return g_smem_carveout.load(std::memory_order_relaxed); }
 
 int device_sm_count() {
   static const int sms = [] {

@@ -20,6 +20,16 @@ namespace qwen3::kernels {
 void set_programmatic_dependent_launch(bool enabled);
 bool programmatic_dependent_launch();
 
+// Process-wide: the shared-memory carveout (percent of the SM's unified L1 / shared memory, 0-100) that launch()
+// and launch_clustered() ask for each kernel they launch, through cudaFuncAttributePreferredSharedMemoryCarveout;
+// -1 (the default): none asked, the driver picks a split per kernel from its needs. Why: an SM holds CTAs of two
+// kernels at once only under one split, and changes its split only once it is empty; so a kernel whose CTAs should
+// become resident beside the previous kernel's (norm_mlp v18 beside qkv_attention_o) needs the same split as it.
+// A kernel keeps the last carveout asked for it in the process: setting -1 after a percent asks for none, it does not
+// undo the percent. PRECOND: -1 <= percent <= 100.
+void set_smem_carveout(int percent);
+int smem_carveout();
+
 // The current device at first use, asked once per process (the engine and the tests use one device per process):
 // its SM count (throws CudaError if it cannot be read) and its compute-capability major (0 if it cannot be read).
 int device_sm_count();
@@ -39,9 +49,17 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// Asks for smem_carveout() for `kernel`, where it is set (>= 0).
+template <class... KernelParams>
+void apply_smem_carveout(void (*kernel)(KernelParams...)) {
+  if (const int percent = smem_carveout(); percent >= 0)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, percent));
+}
+
 template <class... KernelParams, class... Args>
 void launch(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
             Args&&... args) {
+  apply_smem_carveout(kernel);
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -90,6 +108,7 @@ inline cudaLaunchConfig_t clustered_config(dim3 grid, dim3 block, size_t smem_by
 template <class... KernelParams, class... Args>
 void launch_clustered(void (*kernel)(KernelParams...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
                       unsigned cluster_x, Args&&... args) {
+  apply_smem_carveout(kernel);
   cudaLaunchAttribute attribute[2];
   const cudaLaunchConfig_t config =
       clustered_config(grid, block, smem_bytes, stream, cluster_x, programmatic_dependent_launch(), attribute);

@@ -115,6 +115,7 @@ void register_bench(CLI::App& app) {
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
             mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1,
             mlp_beside_stages = 0;
+    int32_t smem_carveout = -1;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
     std::optional<int64_t> mlp_l2_lead_kb, qkv_l2_first_kb;
@@ -330,6 +331,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--fold-advance", o->fold_advance,
                   "The sampler makes its token the next input itself (v2) on/off (off: a separate advance launch)");
   cmd->add_option("--pdl", o->pdl, "Programmatic dependent launch on/off (default: the path's)");
+  cmd->add_option("--smem-carveout", o->smem_carveout,
+                  "Tuning: the shared-memory carveout every kernel asks for, percent of the SM's L1 / shared memory "
+                  "(-1: none, the driver's choice; --mlp v18 beside the attention needs 100)")
+      ->check(CLI::Range(-1, 100));
   cmd->add_option("--graph", o->graph, "CUDA graph for the decode step on/off (default: the path's)");
   cmd->add_option("--fused-swiglu", o->fused_swiglu, "SwiGLU in the gate|up GEMV on/off (default: the path's)");
   cmd->add_option("--fold-norms", o->fold_norms, "Residual adds and RMSNorms folded into the decode GEMVs on/off");
@@ -407,6 +412,7 @@ void register_bench(CLI::App& app) {
     if (!o->gate_up_swiglu.empty()) options.gate_up_swiglu = o->gate_up_swiglu;
     if (!o->gate_up_swiglu_batched.empty()) options.gate_up_swiglu_batched_large = o->gate_up_swiglu_batched;
     if (o->pdl) options.pdl = *o->pdl;
+    options.smem_carveout = o->smem_carveout;
     if (o->graph) options.cuda_graph = *o->graph;
     if (o->fused_swiglu) options.fused_swiglu = *o->fused_swiglu;
     if (o->fold_norms) options.fold_norms = *o->fold_norms;
@@ -530,6 +536,7 @@ void register_bench(CLI::App& app) {
     j["launches_per_step"] = engine->launches_per_decode_step();
     j["cuda_graph"] = options.cuda_graph;
     j["pdl"] = options.pdl;
+    if (options.smem_carveout >= 0) j["smem_carveout"] = options.smem_carveout;
     j["fused_swiglu"] = options.fused_swiglu;
     j["fold_norms"] = options.fold_norms;
     j["sample_plain"] = options.sample_plain;

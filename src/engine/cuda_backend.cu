@@ -419,6 +419,7 @@ void CudaEngine::init() {
   m.cublas = options_.cublas_gemm;
   // Process-wide: the kernels read it at launch. Off for paths that do not ask for it.
   kernels::set_programmatic_dependent_launch(options_.pdl);
+  kernels::set_smem_carveout(options_.smem_carveout);
   m.decode_gemm = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm);
   m.decode_gemm_batched = &kernels::find_version(kernels::gemm_versions(), options_.decode_gemm_batched);
   m.decode_gemm_batched_large =

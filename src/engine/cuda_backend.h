@@ -205,6 +205,10 @@ struct EngineOptions {
   int64_t l2_persist_bytes = 0;
   bool cuda_graph = true;  // capture the decode step once per batch size (and context bucket) and replay it
   bool pdl = true;         // programmatic dependent launch (sm_90): kernels start while their predecessor drains
+  // Tuning: the shared-memory carveout every kernel asks for, percent of the SM's L1 / shared memory (-1: none, the
+  // driver's choice per kernel; kernels::set_smem_carveout, process-wide). norm_mlp v18 beside qkv_attention_o
+  // needs both on one split: 100.
+  int32_t smem_carveout = -1;
   bool speculative_decode = true;  // forward_and_sample launches the next step before returning a token
   int64_t context = 0;     // KV-cache positions per slot; 0 = min(max_position_embeddings, 16384)
   int64_t max_batch = 1;   // sequence slots (decode batch size)

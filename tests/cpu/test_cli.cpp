@@ -101,6 +101,8 @@ TEST_F(Cli, BadCommandLines) {
   for (const char* trigger : {"frobnicate=0.5", "gemm_o_residual=2", "gemm_o_residual=0", "gemm_o_residual=0.5x",
                               "gemm_o_residual", "=0.5"})
     expect_error(qwen3(std::string("bench --synthetic qwen3-0.6b --pdl-trigger ") + trigger), "--pdl-trigger");
+  for (const char* carveout : {"101", "-2", "x"})
+    expect_error(qwen3(std::string("bench --synthetic qwen3-0.6b --smem-carveout ") + carveout), "--smem-carveout");
 }
 
 TEST_F(Cli, GenerationStopsAtTheContextEnd) {
