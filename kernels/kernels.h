@@ -367,6 +367,8 @@ struct NormMlpArgs {
   // CTA then takes 32 KB a stage and ~13 KB of warp sums, so that it fits on an SM beside a qkv_attention_o CTA of
   // 228 KB less that (the engine's attention_o_smem_kb).
   int32_t beside_stages = 0;
+  // v18 only: ring groups past the first beside_stages a CTA pulls into L2 before its PDL wait (0: none).
+  int32_t beside_l2_groups = 0;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).

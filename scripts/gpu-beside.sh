@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The next MLP's CTAs beside the attention's (norm_mlp v18, qkv_attention_o v32), measured in one device call on
 # prebuilt binaries: their kernel tests, then `qwen3 bench` at prompt 128 for each pairing interleaved with the
-# default step over ROUNDS rounds, a few at prompt 1024, and one traced step of the default and of two pairings
+# default step over ROUNDS rounds, a few at prompt 1024, and one traced step of the default and of three pairings
 # through bench/layer_timeline.py (when did the next MLP's CTAs become resident, against the attention's wait).
 #
 # Why the pairings: a v18 CTA (56 registers x 512 threads, a ring of S x 32 KB) fits on an SM beside a
@@ -9,7 +9,9 @@
 # S 4 with K 83, S 3 with 115, S 2 with 147 (233,472 bytes an SM, 1 KB reserved a CTA). v25 triggers the next launch
 # at its start (the MLP's rings fill during the attention's chain), v32 once every split is in (during the o phase).
 # And both kernels on one shared-memory split of the SM (--smem-carveout 100): an SM holds CTAs of two kernels only
-# under one split, and the driver picks a smaller one for the attention at 83-147 KB than for the MLP.
+# under one split (as we understand it), and the driver may pick a smaller one for the attention at 83-147 KB.
+# And v18's CTAs pulling 4 or 8 ring groups past their ring (32 KB each: 17 / 34 MB over 132 CTAs) into L2 while
+# they wait beside the attention (--mlp-beside-l2-groups).
 #
 # Usage: scripts/gpu-beside.sh [BIN_DIR]   (default build/h200/bin; ROUNDS=2, BUDGET=470 s of benches; writes $OUT,
 #        else build/gpu-beside). Order: one round, the traces, the other rounds, prompt 1024.
@@ -53,8 +55,11 @@ declare -A CONFIG=(
   [late_s4k83]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"
   [late_s3k115]="$V32 $V18 --mlp-beside-stages 3 --attention-o-smem-kb 115 $C100"
   [late_s2k147]="$V32 $V18 --mlp-beside-stages 2 --attention-o-smem-kb 147 $C100"
+  [late_s4k83_l2g4]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 4"
+  [late_s4k83_l2g8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
 )
-ORDER="carveout_only late_s4k83 s4k83 late_s3k115 s3k115 late_s2k147 s4k83_no_carveout late_only s4_ring_only"
+ORDER="carveout_only late_s4k83 s4k83 late_s3k115 s3k115 late_s2k147 late_s4k83_l2g4 late_s4k83_l2g8
+  s4k83_no_carveout late_only s4_ring_only"
 round() {
   for tag in $ORDER; do
     bench base 128

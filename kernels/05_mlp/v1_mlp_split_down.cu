@@ -803,6 +803,20 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   const bool late = kLate && gemv_ring::resident_late(a.late_cta_from);
   const int before_wait = min(late ? a.late_prewait_groups : prewait_groups, kStages);
   gemv_ring::issue_first_groups<kPaced>(before_wait, a.prewait_window > 0 ? int(a.prewait_window) : 1, issue);
+  // v18 (kRingGroup set): the beside_l2_groups groups past the ring's first kStages into L2, a lane a group, one
+  // bulk prefetch of its rows each, while the CTA waits beside the attention's for its release: HBM streams them
+  // while the attention runs, and the loop reads them from L2.
+  if constexpr (kRingGroup > 0) {
+    const int l2_end = min(groups, kStages + int(a.beside_l2_groups));
+    if (warp == 0)
+      for (int g = kStages + lane; g < l2_end; g += kWarpSize) {
+        const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
+        const bf16* phase_rows = phase == 0   ? a.w_gate_up + f0 * kHidden
+                                 : phase == 1 ? a.w_gate_up + (a.inter + f0) * kHidden
+                                              : a.w_down_t + f0 * kHidden;
+        prefetch_l2_bulk(phase_rows + int64_t(first) * kHidden, uint32_t(min(kGroup, features - first) * kHidden * 2));
+      }
+  }
   uint4 norm_w[1];
   if constexpr (!kNormedInput) gemv_ring::load_norm_weight<1>(a.norm_weight, a.hidden, norm_w);
   if constexpr (kTouchPages) {
@@ -1160,10 +1174,11 @@ void launch_mlp_split_down_v17(const NormMlpArgs& a, cudaStream_t stream) {
 
 // v18_mlp_split_down_beside: v15's kernel in groups of 4 rows, NormMlpArgs::beside_stages of them in its ring (0:
 // 4), at most 56 registers a thread (mlp_beside_kernel above), so that a CTA fits on an SM beside a qkv_attention_o
-// CTA. Other shapes v15.
+// CTA, and NormMlpArgs::beside_l2_groups groups past its ring pulled into L2 before its wait. Other shapes v15.
+// Refuses what v15 refuses, a negative beside_l2_groups and beside_stages outside 0 and 2-5.
 bool mlp_split_down_v18_supports(const NormMlpArgs& a) {
-  return mlp_split_down_v15_supports(a) && (a.beside_stages == 0 ||
-                                            (a.beside_stages >= 2 && a.beside_stages <= kBesideMaxStages));
+  return mlp_split_down_v15_supports(a) && a.beside_l2_groups >= 0 &&
+         (a.beside_stages == 0 || (a.beside_stages >= 2 && a.beside_stages <= kBesideMaxStages));
 }
 
 void launch_mlp_split_down_v18(const NormMlpArgs& a, cudaStream_t stream) {

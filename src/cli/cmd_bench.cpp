@@ -114,7 +114,7 @@ void register_bench(CLI::App& app) {
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
             mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1,
-            mlp_beside_stages = 0;
+            mlp_beside_stages = 0, mlp_beside_l2_groups = 0;
     int32_t smem_carveout = -1;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
@@ -259,6 +259,10 @@ void register_bench(CLI::App& app) {
                   "Tuning, --mlp v18: ring stages of 4 rows a CTA keeps, 2-5 (0: 4); with --attention-o-smem-kb the "
                   "two CTAs must fit in an SM's shared memory together")
       ->check(CLI::Range(0, 5));
+  cmd->add_option("--mlp-beside-l2-groups", o->mlp_beside_l2_groups,
+                  "Tuning, --mlp v18: ring groups (32 KB each) past its ring a CTA pulls into L2 before the PDL wait "
+                  "(default 0: none)")
+      ->check(CLI::Range(0, 256));
   cmd->add_option("--mlp-skew-from", o->mlp_skew_from,
                   "Tuning, --mlp v11_mlp_split_down_skewed: the first CTA that takes fewer features")
       ->check(CLI::Range(0, 4096));
@@ -390,6 +394,7 @@ void register_bench(CLI::App& app) {
     options.mlp_late_cta_from = o->mlp_late_cta_from;
     options.mlp_late_prewait_groups = o->mlp_late_prewait_groups;
     options.mlp_beside_stages = o->mlp_beside_stages;
+    options.mlp_beside_l2_groups = o->mlp_beside_l2_groups;
     options.mlp_skew_from = o->mlp_skew_from;
     options.mlp_skew_permille = o->mlp_skew_permille;
     options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
@@ -570,6 +575,7 @@ void register_bench(CLI::App& app) {
     j["mlp_late_cta_from"] = options.mlp_late_cta_from;
     j["mlp_late_prewait_groups"] = options.mlp_late_prewait_groups;
     if (options.mlp_beside_stages > 0) j["mlp_beside_stages"] = options.mlp_beside_stages;
+    if (options.mlp_beside_l2_groups > 0) j["mlp_beside_l2_groups"] = options.mlp_beside_l2_groups;
     if (options.mlp_skew_permille > 0) {
       j["mlp_skew_from"] = options.mlp_skew_from;
       j["mlp_skew_permille"] = options.mlp_skew_permille;

@@ -950,6 +950,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.late_cta_from = o.mlp_late_cta_from;
       a.late_prewait_groups = o.mlp_late_prewait_groups;
       a.beside_stages = o.mlp_beside_stages;
+      a.beside_l2_groups = o.mlp_beside_l2_groups;
       if (next) {
         a.next_norm_weight = next->input_norm;
         a.w_next = next->wqkv;

@@ -145,6 +145,7 @@ struct EngineOptions {
   int32_t mlp_late_cta_from = 0;
   int32_t mlp_late_prewait_groups = 1;
   int32_t mlp_beside_stages = 0;  // norm_mlp v18: ring stages of 4 rows (2-5; 0: 4)
+  int32_t mlp_beside_l2_groups = 0;  // norm_mlp v18: ring groups past the ring pulled into L2 before the wait
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
   // (NormMlpArgs::skew_from, skew_permille).
   int32_t mlp_skew_from = 0;

@@ -2756,6 +2756,9 @@ TEST_F(GpuTest, NormMlpMatchesReference) {
       args.late_cta_from = r.accumulate ? 1 : 0;   // (v16) all CTAs but the first late, or a quarter of them
       args.late_prewait_groups = r.accumulate ? 0 : 1;
       args.beside_stages = r.accumulate ? (r.delta_copies > 1 ? 2 : 5) : 0;  // (v18) its default 4, 2 and 5
+      // (v18) groups past the ring into L2: none, 40 (gate and up rows at Qwen3-8B's shape) and 200 (more than a CTA
+      // has: 72 there): only a hint, the delta must be the same.
+      args.beside_l2_groups = r.accumulate ? (r.delta_copies > 1 ? 200 : 40) : 0;
       args.delta_copies = r.delta_copies;
       args.skew_from = r.skew_from;
       args.skew_permille = r.skew_permille;
