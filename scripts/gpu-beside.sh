@@ -12,6 +12,9 @@
 # under one split (as we understand it), and the driver may pick a smaller one for the attention at 83-147 KB.
 # And v18's CTAs pulling 4 or 8 ring groups past their ring (32 KB each: 17 / 34 MB over 132 CTAs) into L2 while
 # they wait beside the attention (--mlp-beside-l2-groups).
+# And the split CTAs' unstaged o rows pulled into L2 after their split (--attention-o-warm-code 8): with the MLP's
+# CTAs resident, the layer waits for the attention's last CTA (the MLP's PDL wait), and at 83 KB a split CTA keeps
+# only 3 of its 32 o rows in shared memory.
 #
 # Usage: scripts/gpu-beside.sh [BIN_DIR]   (default build/h200/bin; ROUNDS=2, BUDGET=470 s of benches; writes $OUT,
 #        else build/gpu-beside). Order: one round, the traces, the other rounds, prompt 1024.
@@ -55,11 +58,12 @@ declare -A CONFIG=(
   [late_s4k83]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"
   [late_s3k115]="$V32 $V18 --mlp-beside-stages 3 --attention-o-smem-kb 115 $C100"
   [late_s2k147]="$V32 $V18 --mlp-beside-stages 2 --attention-o-smem-kb 147 $C100"
+  [late_s4k83_wc8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --attention-o-warm-code 8"
   [late_s4k83_l2g4]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 4"
   [late_s4k83_l2g8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
 )
-ORDER="carveout_only late_s4k83 s4k83 late_s3k115 s3k115 late_s2k147 late_s4k83_l2g4 late_s4k83_l2g8
-  s4k83_no_carveout late_only s4_ring_only"
+ORDER="late_s4k83 late_s4k83_wc8 s4k83 late_s3k115 late_s2k147 late_s4k83_l2g4 late_s4k83_l2g8 carveout_only
+  s4k83_no_carveout late_only s4_ring_only s3k115"
 round() {
   for tag in $ORDER; do
     bench base 128
@@ -99,6 +103,8 @@ for line in open(sys.argv[1]):
     times[(j["tag"], j["prompt_len"])].append(j["decode_ms_per_tok"])
 for (tag, prompt), ms in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][0] != "base", kv[0][0])):
     base = min(times.get(("base", prompt), [float("nan")]))
-    print(f"{prompt:5d} {tag:26s} {' '.join(f'{m:.4f}' for m in ms):40s} best {min(ms):.4f}"
+    median = sorted(ms)[len(ms) // 2]
+    runs = ' '.join(f'{m:.4f}' for m in ms) if len(ms) <= 4 else f'{len(ms)} runs, median {median:.4f}'
+    print(f"{prompt:5d} {tag:26s} {runs:40s} best {min(ms):.4f}"
           f"  {base / min(ms):.4f}x of the default")
 PY
