@@ -901,8 +901,10 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
 // MLP's CTAs become resident only as they leave, and then fill their 192 KB rings while HBM idles (session 22's PM
 // sampling: ~6 us a layer at 11-30% of the DRAM's peak from the splits' tail to the MLP's first streaming sample;
 // session 24: the layer waits for the attention CTAs' exit). A CTA that fits beside the attention's becomes resident
-// as soon as the attention launch triggers its dependents (at its start), and has its ring in shared memory when
-// the attention launch ends. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
+// as soon as the attention launch triggers its dependents (v25: at its start; v32: once every split is in), and has
+// its ring in shared memory when the attention launch ends; with both kernels under one L1 / shared-memory split of
+// the SM (EngineOptions::smem_carveout 100), as we understand the hardware, since the driver otherwise picks a
+// split per kernel from its needs. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
 // threads at 138 registers, 144 allocated: 36 K) leaves 28 K registers, 56 a thread of 512: hence rows in groups of
 // 4 (v15's 8 need 32 registers for the group alone) and a ring of beside_stages x 32 KB beside ~13 KB of warp sums
 // (4 stages: the attention CTA keeps 83 KB, 3 staged o rows; 3 stages: 115 KB, 7 rows). The same dot products and
