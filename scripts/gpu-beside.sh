@@ -17,7 +17,7 @@
 # only 3 of its 32 o rows in shared memory.
 #
 # Usage: scripts/gpu-beside.sh [BIN_DIR]   (default build/h200/bin; ROUNDS=2, BUDGET=470 s of benches; writes $OUT,
-#        else build/gpu-beside). Order: one round, the traces, the other rounds, prompt 1024.
+#        else build/gpu-beside). Order: one round, the traces, prompt 1024, the other rounds.
 # Prints the table last: each tag's step times in ms, its best, and the best's difference from the default's best.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -61,9 +61,10 @@ declare -A CONFIG=(
   [late_s4k83_wc8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --attention-o-warm-code 8"
   [late_s4k83_l2g4]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 4"
   [late_s4k83_l2g8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
+  [s4k83_l2g8]="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
 )
 ORDER="late_s4k83 late_s4k83_wc8 s4k83 late_s3k115 late_s2k147 late_s4k83_l2g4 late_s4k83_l2g8 carveout_only
-  s4k83_no_carveout late_only s4_ring_only s3k115"
+  s4k83_no_carveout late_only s4_ring_only s3k115 s4k83_l2g8"
 round() {
   for tag in $ORDER; do
     bench base 128
@@ -81,12 +82,12 @@ for tag in base late_s4k83 s4k83 s4k83_no_carveout; do
   python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json" \
     >> "$OUT_DIR/timelines.txt" 2>&1
 done
-for ((r = 2; r <= ROUNDS; ++r)); do round; done
 for tag in late_s3k115 late_s2k147; do
   bench base 1024
   # shellcheck disable=SC2086
   bench "$tag" 1024 ${CONFIG[$tag]}
 done
+for ((r = 2; r <= ROUNDS; ++r)); do round; done
 
 (cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
 [ -f "$OUT_DIR/timelines.txt" ] && tail -n 60 "$OUT_DIR/timelines.txt"
