@@ -5,7 +5,8 @@
 Per layer l (both traces present): the one-launch MLP of layer l, then the QKV GEMV of layer l + 1 (untraced: the
 span from the MLP's last CTA end to the attention launch's PDL wait releasing), then qkv_attention_o of layer l + 1,
 then the boundary to the MLP of layer l + 1 releasing its wait; where the MLP trace carries the QKV GEMV's own
-stamps (v12), its points too. Prints the mean over layers of each span in us.
+stamps (v12), its points too. Prints the mean over layers of each span in us, and how many of the next MLP's CTAs
+were resident before the attention launch's last CTA end and before its mean CTA merged the heads (beside it: v18).
 Usage: bench/layer_timeline.py MLP.json ATTN.json
 """
 import gzip
@@ -38,9 +39,13 @@ def main(mlp_path, attn_path):
     an = {e: i for i, e in enumerate(attn.get("event_names", ["start", "issued", "waited", "attended", "all_splits",
                                                               "merged", "weights_in", "end"]))}
     spans = {}
+    counts = {}  # per layer, in CTAs rather than us
 
     def add(name, value):
         spans.setdefault(name, []).append(value / 1e3)
+
+    def count(name, value):
+        counts.setdefault(name, []).append(value)
 
     for l in range(mlp["layers"] - 1):
         m = per_cta(mlp, l)
@@ -79,12 +84,16 @@ def main(mlp_path, attn_path):
         add("  (next mlp: first CTA resident, after attention_o wait)", n_start[0] - a_wait)
         add("  (next mlp: median CTA resident, after attention_o wait)", n_start[len(n_start) // 2] - a_wait)
         add("  (next mlp: last CTA resident, after attention_o wait)", n_start[-1] - a_wait)
+        count("next mlp: CTAs resident before attention_o's last CTA end", sum(1 for t in n_start if t < a_end))
+        count("next mlp: CTAs resident before attention_o's mean merge", sum(1 for t in n_start if t < a_merged))
         add("  (next mlp: mean CTA past its wait, after attention_o end)",
             statistics.mean(r[mn["waited"]] for r in m_next) - a_end)
         add("layer period (mlp wait -> next mlp wait)", n_wait - m_wait)
     print(f"{mlp_path} + {attn_path}: prompt {mlp.get('prompt_len')}, {len(spans['layer period (mlp wait -> next mlp wait)'])} layers")
     for k, v in spans.items():
         print(f"{k:<56} {statistics.mean(v):8.2f} us (min {min(v):.2f}, max {max(v):.2f})")
+    for k, v in counts.items():
+        print(f"{k:<56} {statistics.mean(v):8.1f} CTAs (min {min(v)}, max {max(v)}, of {mlp['ctas']})")
 
 
 if __name__ == "__main__":
