@@ -1957,7 +1957,10 @@ void launch_qkv_attention_o_v31(const QkvAttentionOArgs& a, cudaStream_t stream)
 // in, the MLP's CTAs become resident and fill their rings in the stretch after the splits where HBM runs at 11-30%
 // of its peak (session 22's PM sampling), the o phase. With an MLP that does not fit beside (v13-v17), only the CTAs
 // on the SMs the attention leaves free (4 of 132 at Qwen3-8B's shape) start later. The same arithmetic as v25: the
-// same bits. Where v25 runs v9's kernel, v9's (triggered at its start). Refuses what v25 refuses.
+// same bits. Where v25 runs v9's kernel, v9's (triggered at its start). Refuses what v25 refuses. Measured
+// (ITERATIONS.md session 26): beside v18 no gain (v18 is slower there); alone, with the default MLP, 1.0034x of v25
+// at prompt 128 on an H200 (its MLP CTAs on the 4 free SMs no longer fill their rings during the chain), 0.9998x /
+// 0.9988x at 128 / 1024 on an H100.
 bool qkv_attention_o_v32_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v25_supports(a); }
 
 void launch_qkv_attention_o_v32(const QkvAttentionOArgs& a, cudaStream_t stream) {

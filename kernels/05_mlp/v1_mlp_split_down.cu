@@ -903,8 +903,10 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs 
 // session 24: the layer waits for the attention CTAs' exit). A CTA that fits beside the attention's becomes resident
 // as soon as the attention launch triggers its dependents (v25: at its start; v32: once every split is in), and has
 // its ring in shared memory when the attention launch ends; with both kernels under one L1 / shared-memory split of
-// the SM (EngineOptions::smem_carveout 100), as we understand the hardware, since the driver otherwise picks a
-// split per kernel from its needs. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
+// the SM (EngineOptions::smem_carveout 100: without it the driver picks a split per kernel and none sat beside).
+// Measured (H200, ITERATIONS.md session 26): 0.97x of the default with 4 stages beside the attention at 83 KB, 0.85x-
+// 0.88x with 2-3 (too few bytes in flight): the attention at 83 KB ends ~5 us later, and full rings at the release
+// save the MLP ~0.5 us. Room: an SM has 228 KB of shared memory and 64 K registers. The attention CTA (v25: 256
 // threads at 138 registers, 144 allocated: 36 K) leaves 28 K registers, 56 a thread of 512: hence rows in groups of
 // 4 (v15's 8 need 32 registers for the group alone) and a ring of beside_stages x 32 KB beside ~13 KB of warp sums
 // (4 stages: the attention CTA keeps 83 KB, 3 staged o rows; 3 stages: 115 KB, 7 rows). The same dot products and
