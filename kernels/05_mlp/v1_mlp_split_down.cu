@@ -789,12 +789,16 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   const bf16* const up_rows = gate_rows + a.inter * kHidden;
   const bf16* const down_rows = a.w_down_t + f0 * kHidden + threadIdx.x * 8;
   const auto phase_of = [&](int g) { return g >= 2 * phase_groups ? 2 : g >= phase_groups ? 1 : 0; };
+  // This thread's piece of row `first` of phase `phase`.
+  const auto piece_of_row = [&](int phase, int first) {
+    return (phase == 0 ? gate_rows : phase == 1 ? up_rows : down_rows) + int64_t(first) * kHidden;
+  };
   // Group g into stage `stage`: rows [8q, min(8q + 8, features)) of phase phase_of(g), q = g - phase * phase_groups.
   // Past the last group an empty cp.async group keeps the count.
   const auto issue = [&](int g, int stage) {
     if (g < groups) {
       const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
-      const bf16* src = (phase == 0 ? gate_rows : phase == 1 ? up_rows : down_rows) + int64_t(first) * kHidden;
+      const bf16* src = piece_of_row(phase, first);
       gemv_ring::copy_rows<kGroup, kHidden>(ring + stage * (kGroup * kThreads), src, min(kGroup, features - first),
                                             policy);
     }
@@ -811,10 +815,8 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
     if (warp == 0)
       for (int g = kStages + lane; g < l2_end; g += kWarpSize) {
         const int phase = phase_of(g), first = (g - phase * phase_groups) * kGroup;
-        const bf16* phase_rows = phase == 0   ? a.w_gate_up + f0 * kHidden
-                                 : phase == 1 ? a.w_gate_up + (a.inter + f0) * kHidden
-                                              : a.w_down_t + f0 * kHidden;
-        prefetch_l2_bulk(phase_rows + int64_t(first) * kHidden, uint32_t(min(kGroup, features - first) * kHidden * 2));
+        const bf16* row = piece_of_row(phase, first) - threadIdx.x * 8;  // (the row's start, not this lane's piece)
+        prefetch_l2_bulk(row, uint32_t(min(kGroup, features - first) * kHidden * 2));
       }
   }
   uint4 norm_w[1];
