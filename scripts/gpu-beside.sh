@@ -48,20 +48,21 @@ bench() {  # tag prompt_len flags...: one run, its JSON line tagged; none once t
     sed "s/^{/{\"tag\":\"$tag\",/" >> "$RESULTS" || echo "bench $tag failed: $(tail -1 "$OUT_DIR/bench.err")"
 }
 C100="--smem-carveout 100"
+S4K83="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"  # v18, 4 stages, beside the attention at 83 KB
 declare -A CONFIG=(
   [carveout_only]="$C100"
   [late_only]="$V32"
   [s4_ring_only]="$V18 --mlp-beside-stages 4 $C100"
   [s4k83_no_carveout]="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83"
-  [s4k83]="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"
+  [s4k83]="$S4K83"
   [s3k115]="$V18 --mlp-beside-stages 3 --attention-o-smem-kb 115 $C100"
-  [late_s4k83]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"
+  [late_s4k83]="$V32 $S4K83"
   [late_s3k115]="$V32 $V18 --mlp-beside-stages 3 --attention-o-smem-kb 115 $C100"
   [late_s2k147]="$V32 $V18 --mlp-beside-stages 2 --attention-o-smem-kb 147 $C100"
-  [late_s4k83_wc8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --attention-o-warm-code 8"
-  [late_s4k83_l2g4]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 4"
-  [late_s4k83_l2g8]="$V32 $V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
-  [s4k83_l2g8]="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100 --mlp-beside-l2-groups 8"
+  [late_s4k83_wc8]="$V32 $S4K83 --attention-o-warm-code 8"
+  [late_s4k83_l2g4]="$V32 $S4K83 --mlp-beside-l2-groups 4"
+  [late_s4k83_l2g8]="$V32 $S4K83 --mlp-beside-l2-groups 8"
+  [s4k83_l2g8]="$S4K83 --mlp-beside-l2-groups 8"
 )
 ORDER="late_s4k83 late_s4k83_wc8 s4k83 late_s3k115 late_s2k147 late_s4k83_l2g4 late_s4k83_l2g8 carveout_only
   s4k83_no_carveout late_only s4_ring_only s3k115 s4k83_l2g8"
