@@ -246,6 +246,8 @@ struct QkvAttentionOArgs {
   // bit 256: the split CTAs pull their unstaged rows into L2 as the heads come in; bit 512: the hand-off the other
   // way, each CTA without a split giving its last handoff_rows rows to the split CTAs (where every row block is
   // full); diagnostic bits 1024 / 2048 (both: 3): the CTAs without a split stay 1 / 2 us on their SM after their work.
+  // v32 (v32_qkv_attention_o_trigger_late) takes warm_code as v25, and diagnostic bits 1024 / 2048 (both: 3) move its
+  // PDL trigger: 1 once the CTA has the merged heads, 2 once its o rows are written, 3 never (at the launch's end).
   int32_t handoff_rows = -1;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;

@@ -413,7 +413,9 @@ struct ORows {
 // of them by default) and the others read the rows they took over in their last pass only, after the merge.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
-// kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start.
+// kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start; diagnostic
+// QkvAttentionOArgs::warm_code bits 1024 / 2048 move it later: 1 once the heads are merged into x_s, 2 once the
+// CTA's o rows are written, 3 never (the launch's end triggers it).
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
@@ -455,6 +457,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // none of them needs: the waits below on other CTAs of this grid cannot starve. (kTriggerLate: once every split
   // is in, in receive_heads below.)
   if constexpr (!kTriggerLate) pdl_launch_dependents();
+  // v32: where this CTA lets the next launch start, 0 once every split is in (the default), 1-3 later (above).
+  [[maybe_unused]] const int trigger_point = kTriggerLate ? (a.warm_code >> 10) & 3 : 0;
   // The split's shared memory for attention_mma (the K/V ring, q, the new key's row, its outputs and scratch).
   const auto split_smem = [&] {
     float* partial = reinterpret_cast<float*>(smem + l.partial);  // (group, kHeadDim), then the max and sum
@@ -1107,7 +1111,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kHeadMerge) {
       wait_for(arrivals, uint32_t(p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
-      if constexpr (kTriggerLate) pdl_launch_dependents();
+      if (kTriggerLate && trigger_point == 0) pdl_launch_dependents();
       if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
       __threadfence();
       const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
@@ -1115,7 +1119,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       wait_for(arrivals, uint32_t(splits * p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
-      if constexpr (kTriggerLate) pdl_launch_dependents();
+      if (kTriggerLate && trigger_point == 0) pdl_launch_dependents();
       __threadfence();
       merge_heads(0, int(p.q_heads), [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
         store_quad(x_s, quad, lo, hi);
@@ -1124,6 +1128,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();  // x_s complete; every thread of this CTA is past its reads of the partials
     stamp(a.trace, kTraceMerged);
+    if (kTriggerLate && trigger_point == 1) pdl_launch_dependents();
     if (threadIdx.x == 0 && atomicAdd(departures, 1u) + 1 == gridDim.x) {
       *arrivals = 0;  // every CTA has seen the count: ready for the next launch
       *departures = 0;
@@ -1386,6 +1391,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   }
   if (kOVecs == 0) stamp(a.trace, kTraceORows);  // (v29: in its last pass)
+  if (kTriggerLate && trigger_point == 2) pdl_launch_dependents();
   // Σ residual² over this CTA's rows, summed over warps in a fixed order.
   __shared__ float warp_sq[kWarps];
   sq = warp_sum(sq);
@@ -1960,7 +1966,8 @@ void launch_qkv_attention_o_v31(const QkvAttentionOArgs& a, cudaStream_t stream)
 // same bits. Where v25 runs v9's kernel, v9's (triggered at its start). Refuses what v25 refuses. Measured
 // (ITERATIONS.md session 26): beside v18 no gain (v18 is slower there); alone, with the default MLP, 1.0034x of v25
 // at prompt 128 on an H200 (its MLP CTAs on the 4 free SMs no longer fill their rings during the chain), 0.9998x /
-// 0.9988x at 128 / 1024 on an H100.
+// 0.9988x at 128 / 1024 on an H100. Diagnostic: warm_code bits 1024 / 2048 trigger later (kTriggerLate above), to
+// measure what the free SMs' early MLP CTAs are worth.
 bool qkv_attention_o_v32_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v25_supports(a); }
 
 void launch_qkv_attention_o_v32(const QkvAttentionOArgs& a, cudaStream_t stream) {
