@@ -40,13 +40,8 @@ COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s 4540 --json --gen 256)
 V18="--mlp v18_mlp_split_down_beside"
 V32="--attention-o v32_qkv_attention_o_trigger_late"
 START=$(date +%s)
-bench() {  # tag prompt_len flags...: one run, its JSON line tagged; none once the budget is spent
-  local tag=$1 prompt=$2
-  shift 2
-  if (($(date +%s) - START > BUDGET)); then echo "bench $tag $prompt skipped: past the ${BUDGET} s budget"; return; fi
-  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len "$prompt" "$@" 2>> "$OUT_DIR/bench.err" |
-    sed "s/^{/{\"tag\":\"$tag\",/" >> "$RESULTS" || echo "bench $tag failed: $(tail -1 "$OUT_DIR/bench.err")"
-}
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
 C100="--smem-carveout 100"
 S4K83="$V18 --mlp-beside-stages 4 --attention-o-smem-kb 83 $C100"  # v18, 4 stages, beside the attention at 83 KB
 declare -A CONFIG=(
@@ -94,19 +89,4 @@ for ((r = 2; r <= ROUNDS; ++r)); do round; done
 [ -f "$OUT_DIR/timelines.txt" ] && tail -n 60 "$OUT_DIR/timelines.txt"
 
 echo "== step times (ms; prompt 128 unless the tag says; each against the default measured beside it)"
-python3 - "$RESULTS" <<'PY'
-import collections, json, sys
-times = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    try:
-        j = json.loads(line)
-    except ValueError:
-        continue
-    times[(j["tag"], j["prompt_len"])].append(j["decode_ms_per_tok"])
-for (tag, prompt), ms in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][0] != "base", kv[0][0])):
-    base = min(times.get(("base", prompt), [float("nan")]))
-    median = sorted(ms)[len(ms) // 2]
-    runs = ' '.join(f'{m:.4f}' for m in ms) if len(ms) <= 4 else f'{len(ms)} runs, median {median:.4f}'
-    print(f"{prompt:5d} {tag:26s} {runs:40s} best {min(ms):.4f}"
-          f"  {base / min(ms):.4f}x of the default")
-PY
+step_table base

@@ -18,13 +18,8 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s 4540 --json --gen 256)
 V32=(--attention-o v32_qkv_attention_o_trigger_late)
 START=$(date +%s)
-bench() {  # tag prompt_len flags...: one run, its JSON line tagged; none once the budget is spent
-  local tag=$1 prompt=$2
-  shift 2
-  if (($(date +%s) - START > BUDGET)); then echo "bench $tag $prompt skipped: past the ${BUDGET} s budget"; return; fi
-  timeout 120 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len "$prompt" "$@" 2>> "$OUT_DIR/bench.err" |
-    sed "s/^{/{\"tag\":\"$tag\",\"prompt\":$prompt,/" >> "$RESULTS" || echo "bench $tag failed"
-}
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
 for _ in 1 2; do
   for prompt in 128 1024; do
     bench v25 "$prompt"
@@ -44,16 +39,4 @@ for _ in 1 2 3; do
 done
 bench v25 8192
 bench v32 8192 "${V32[@]}"
-python3 - "$RESULTS" << 'PY'
-import collections, json, sys
-times = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    row = json.loads(line)
-    times[(row["prompt"], row["tag"])].append(row["decode_ms_per_tok"])
-for prompt in sorted({p for p, _ in times}):
-    base = min(times.get((prompt, "v25"), [float("nan")]))
-    for (p, tag), ms in sorted(times.items()):
-        if p == prompt:
-            runs = " ".join(f"{x:.4f}" for x in ms)
-            print(f"{p:5d} {tag:20s} {runs}  best {min(ms):.4f}  v25/this {base / min(ms):.4f}")
-PY
+step_table v25

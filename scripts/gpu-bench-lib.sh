@@ -1,0 +1,36 @@
+# shellcheck shell=bash
+# Shared by the one-call device measurements (scripts/gpu-beside.sh, scripts/gpu-v32.sh): source it after setting
+# BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches), START (date +%s) and COMMON
+# (the `qwen3 bench` flags every run shares).
+
+# bench TAG PROMPT_LEN FLAGS...: one `qwen3 bench` run, its JSON line tagged into $RESULTS; none once the budget is
+# spent.
+bench() {
+  local tag=$1 prompt=$2
+  shift 2
+  if (($(date +%s) - START > BUDGET)); then echo "bench $tag $prompt skipped: past the ${BUDGET} s budget"; return; fi
+  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len "$prompt" "$@" 2>> "$OUT_DIR/bench.err" |
+    sed "s/^{/{\"tag\":\"$tag\",/" >> "$RESULTS" || echo "bench $tag failed: $(tail -1 "$OUT_DIR/bench.err")"
+}
+
+# step_table BASE_TAG: each tag's step times in ms by prompt, its best, and the best against BASE_TAG's best at the
+# same prompt (> 1: faster), the base first.
+step_table() {
+  python3 - "$RESULTS" "$1" << 'PY'
+import collections, json, sys
+base_tag = sys.argv[2]
+times = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    times[(j["tag"], j["prompt_len"])].append(j["decode_ms_per_tok"])
+for (tag, prompt), ms in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][0] != base_tag, kv[0][0])):
+    base = min(times.get((base_tag, prompt), [float("nan")]))
+    median = sorted(ms)[len(ms) // 2]
+    runs = ' '.join(f'{m:.4f}' for m in ms) if len(ms) <= 4 else f'{len(ms)} runs, median {median:.4f}'
+    print(f"{prompt:5d} {tag:26s} {runs:40s} best {min(ms):.4f}"
+          f"  {base / min(ms):.4f}x of {base_tag}")
+PY
+}
