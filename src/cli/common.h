@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,6 +75,16 @@ LoadedModel load_model(const ModelOptions& options);
 
 // "1,2,3" or "1 2 3" -> ids; throws InputError on anything else.
 std::vector<int32_t> parse_id_list(const std::string& text);
+
+// A streaming-read ceiling measured by bench/measure_peaks: read_GB_s of one of its peaks-<UTC>.json files.
+struct MeasuredReadPeak {
+  double gb_s = 0;
+  std::string file;  // the file's name
+};
+// The newest peaks-*.json in `dir` whose "gpu" is `gpu_name`, none where no file matches (or parses). Why the
+// name: the folder holds ceilings of several GPU models (the H200 and the H100 this project is lent), and a step
+// reported against another model's bandwidth is off by their ratio.
+std::optional<MeasuredReadPeak> newest_read_peak(const std::filesystem::path& dir, const std::string& gpu_name);
 
 // Registration of each subcommand (one file each). The callback runs when the subcommand is chosen.
 void register_info(CLI::App& app);

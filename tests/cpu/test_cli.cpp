@@ -1,10 +1,12 @@
 // The qwen3 binary end to end: results on stdout, clear errors and non-zero exits on bad input.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/common.h"
 #include "core/config.h"
 #include "test_util.h"
 
@@ -153,6 +155,33 @@ TEST(CliBadCheckpoint, ClearErrors) {
   dir = test::make_tiny_checkpoint("badgen");
   test::write_file(dir / "generation_config.json", "{\"top_p\": \"high\"}");
   check(dir, "generation_config.json");
+}
+
+// `qwen3 bench` reports a step against the read ceiling measured on the GPU it ran on: bench/results holds peaks of
+// the H200 and the H100, and the newest file may be the other model's.
+TEST(MeasuredReadPeak, NewestOfTheSameGpu) {
+  const auto dir = test::make_temp_dir("peaks");
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+  };
+  write("peaks-20261130T061951Z.json", R"({"gpu": "NVIDIA H200", "read_GB_s": 4530.5})");
+  write("peaks-20261101T000000Z.json", R"({"gpu": "NVIDIA H200", "read_GB_s": 4400.0})");
+  write("peaks-20261206T052554Z.json", R"({"gpu": "NVIDIA H100 80GB HBM3", "read_GB_s": 3090.9})");
+  write("peaks-20261207T000000Z.json", "{ not json");
+  write("peaks-20261208T000000Z.json", R"({"gpu": "NVIDIA H200", "read_GB_s": "fast"})");
+  write("peaks-20261209T000000Z.txt", R"({"gpu": "NVIDIA H200", "read_GB_s": 1.0})");
+  write("other-20261210T000000Z.json", R"({"gpu": "NVIDIA H200", "read_GB_s": 2.0})");
+
+  const auto h200 = cli::newest_read_peak(dir, "NVIDIA H200");
+  ASSERT_TRUE(h200.has_value());
+  EXPECT_DOUBLE_EQ(h200->gb_s, 4530.5);
+  EXPECT_EQ(h200->file, "peaks-20261130T061951Z.json");
+  const auto h100 = cli::newest_read_peak(dir, "NVIDIA H100 80GB HBM3");
+  ASSERT_TRUE(h100.has_value());
+  EXPECT_DOUBLE_EQ(h100->gb_s, 3090.9);
+  EXPECT_FALSE(cli::newest_read_peak(dir, "NVIDIA GeForce RTX 4080 Laptop GPU").has_value());
+  EXPECT_FALSE(cli::newest_read_peak(dir / "missing", "NVIDIA H200").has_value());
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
