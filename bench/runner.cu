@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "bench/bench_common.cuh"
+#include "core/peaks.h"
 #include "kernels/common/launch.cuh"
 #include "kernels/kernels.h"
 #include "kernels/registry.h"
@@ -1382,43 +1383,36 @@ std::string git_commit() {
 }
 
 // The newest peaks-*.json measured on this GPU model: --peaks FILE, else the newest in the output folder, the
-// source tree's bench/results or ./bench/results.
+// source tree's bench/results or ./bench/results (core/peaks.h).
 Peaks load_peaks(const Options& o, const GpuInfo& gpu) {
   namespace fs = std::filesystem;
-  auto read = [&](const fs::path& path, bool must) -> std::optional<Peaks> {
+  // Peaks from a file's JSON; none where its fields are missing or not numbers.
+  auto from_json = [](const fs::path& path, const json& j) -> std::optional<Peaks> {
     try {
-      std::ifstream file(path);
-      const json j = json::parse(file);
-      if (!must && j.value("gpu", std::string()) != gpu.name) return std::nullopt;
       Peaks p;
       p.read_GB_s = j.at("read_GB_s").get<double>();
       p.bf16_tflops = j.at("bf16_tflops").get<double>();
       p.source = path.string() + " (" + j.value("gpu", std::string("?")) + ", " +
                  j.value("timestamp", std::string("?")) + ")";
       return p;
-    } catch (const std::exception& e) {
-      if (must) {
-        std::fprintf(stderr, "error: cannot read peaks file %s: %s\n", path.c_str(), e.what());
-        std::exit(2);
-      }
+    } catch (const std::exception&) {
       return std::nullopt;
     }
   };
-  if (!o.peaks_file.empty()) return *read(o.peaks_file, true);
-  std::vector<fs::path> files;
-  for (const fs::path& dir : {fs::path(o.out_dir), fs::path(QWEN3_SOURCE_DIR) / "bench" / "results",
-                              fs::path("bench") / "results"}) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("peaks-", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
+  if (!o.peaks_file.empty()) {
+    try {
+      std::ifstream file(o.peaks_file);
+      if (auto p = from_json(o.peaks_file, json::parse(file))) return *p;
+      throw std::runtime_error("read_GB_s and bf16_tflops must be numbers");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: cannot read peaks file %s: %s\n", o.peaks_file.c_str(), e.what());
+      std::exit(2);
     }
   }
-  std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
-    return a.filename().string() > b.filename().string();  // UTC timestamps in the names: newest first
-  });
-  for (const fs::path& f : files)
-    if (auto p = read(f, false)) return *p;
+  for (const auto& [file, j] : measured_peaks({fs::path(o.out_dir), fs::path(QWEN3_SOURCE_DIR) / "bench" / "results",
+                                                fs::path("bench") / "results"},
+                                               gpu.name))
+    if (auto p = from_json(file, j)) return *p;
   return Peaks{};
 }
 

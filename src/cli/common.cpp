@@ -2,16 +2,14 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/backend_factory.h"
-#include "core/config.h"
 #include "core/error.h"
+#include "core/peaks.h"
 #include "text/unicode.h"
 
 namespace qwen3::cli {
@@ -168,26 +166,10 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
 }
 
 std::optional<MeasuredReadPeak> newest_read_peak(const std::filesystem::path& dir, const std::string& gpu_name) {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("peaks-", 0) == 0 && entry.path().extension() == ".json") files.push_back(entry.path());
-  }
-  // UTC timestamps in the names: the newest first.
-  std::sort(files.begin(), files.end(),
-            [](const fs::path& a, const fs::path& b) { return a.filename() > b.filename(); });
-  for (const fs::path& file : files) {
-    try {
-      const auto j = nlohmann::json::parse(read_text_file(file));
-      if (j.value("gpu", std::string()) != gpu_name || !j.contains("read_GB_s") || !j["read_GB_s"].is_number())
-        continue;
-      const double gb_s = j["read_GB_s"].get<double>();
-      if (gb_s > 0) return MeasuredReadPeak{gb_s, file.filename().string()};
-    } catch (const std::exception&) {
-      // (a file that does not parse is skipped: an older one may still match)
-    }
+  for (const auto& [file, j] : measured_peaks({dir}, gpu_name)) {
+    const auto read = j.find("read_GB_s");
+    if (read != j.end() && read->is_number() && read->get<double>() > 0)
+      return MeasuredReadPeak{read->get<double>(), file.filename().string()};
   }
   return std::nullopt;
 }

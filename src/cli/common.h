@@ -81,9 +81,8 @@ struct MeasuredReadPeak {
   double gb_s = 0;
   std::string file;  // the file's name
 };
-// The newest peaks-*.json in `dir` whose "gpu" is `gpu_name`, none where no file matches (or parses). Why the
-// name: the folder holds ceilings of several GPU models (the H200 and the H100 this project is lent), and a step
-// reported against another model's bandwidth is off by their ratio.
+// The newest peaks-*.json in `dir` measured on `gpu_name` with a positive read_GB_s (core/peaks.h), none where no
+// file has one.
 std::optional<MeasuredReadPeak> newest_read_peak(const std::filesystem::path& dir, const std::string& gpu_name);
 
 // Registration of each subcommand (one file each). The callback runs when the subcommand is chosen.
