@@ -371,6 +371,11 @@ struct NormMlpArgs {
   int32_t beside_stages = 0;
   // v18 only: ring groups past the first beside_stages a CTA pulls into L2 before its PDL wait (0: none).
   int32_t beside_l2_groups = 0;
+  // v19 (v19_mlp_split_down_handoff) only, nullptr elsewhere: the first word of a hand-off to the next kernel (a
+  // NormGemvArgs::handoff): every CTA adds 1 to it with release semantics once its reductions into residual_delta
+  // are sent, so that the next launch can go on when the count reaches the grid's CTAs instead of when the grid
+  // has completed (its PDL wait). PRECOND: the next kernel consumes the hand-off (it resets the words).
+  uint32_t* handoff_signal = nullptr;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
@@ -471,6 +476,16 @@ struct NormGemvArgs {
   // as the MLP's leave their SMs, so the last indices become resident in the MLP's last microseconds.
   int32_t late_cta_from = 0;
   int32_t late_prewait_groups = 1;
+  // v25 (v25_gemv_norm_ring_handoff) only, nullptr elsewhere: two words, zero before the producer's first launch.
+  // In place of its PDL wait a CTA waits until handoff[0] >= handoff_producers (the previous launch's CTAs, each
+  // of which adds 1 once its outputs are sent: NormMlpArgs::handoff_signal), then counts itself in handoff[1]; the
+  // last CTA to do so sets both words back to zero. Why: the PDL wait returns ~1.4-2 us after the previous launch's
+  // last CTA ends (ITERATIONS.md sessions 16-19); a counter can be seen within an L2 round trip of the last add.
+  // handoff_poll_ns: a pause between polls of the count (0: none). PRECOND: the producer's CTAs are all resident
+  // before this launch starts (it triggers PDL at its start) and every one of them adds.
+  uint32_t* handoff = nullptr;
+  int32_t handoff_producers = 0;
+  int32_t handoff_poll_ns = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

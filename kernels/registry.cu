@@ -196,6 +196,8 @@ void launch_gemv_norm_v23(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v23_supports(const NormGemvArgs&);
 void launch_gemv_norm_v24(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v24_supports(const NormGemvArgs&);
+void launch_gemv_norm_v25(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v25_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -238,6 +240,8 @@ void launch_mlp_split_down_v17(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v17_supports(const NormMlpArgs&);
 void launch_mlp_split_down_v18(const NormMlpArgs&, cudaStream_t);
 bool mlp_split_down_v18_supports(const NormMlpArgs&);
+void launch_mlp_split_down_v19(const NormMlpArgs&, cudaStream_t);
+bool mlp_split_down_v19_supports(const NormMlpArgs&);
 void launch_transpose_v0(const TransposeArgs&, cudaStream_t);
 bool transpose_v0_supports(const TransposeArgs&);
 
@@ -609,6 +613,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                          "the PDL wait (residual, delta or partials, output) into L2 before it, so "
                                          "that the norm's address translations are warm (v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v24, gemv_norm_v24_supports},
+      {"v25_gemv_norm_ring_handoff", "v22 whose CTAs wait for the previous launch's count of CTAs done "
+                                     "(NormGemvArgs::handoff, from norm_mlp v19) in place of the PDL wait, which "
+                                     "returns 1.4-2 us after that launch's last CTA (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v25, gemv_norm_v25_supports, 1, true},
   };
   return v;
 }
@@ -704,6 +712,10 @@ const std::vector<KernelVersion<NormMlpArgs>>& norm_mlp_versions() {
                                     "thread, so that a CTA fits on an SM beside a qkv_attention_o CTA and becomes "
                                     "resident while the attention runs (v1_mlp_split_down.cu)",
        launch_mlp_split_down_v18, mlp_split_down_v18_supports},
+      {"v19_mlp_split_down_handoff", "v15 whose CTAs each add 1 to a counter (NormMlpArgs::handoff_signal) once "
+                                     "their delta is sent, so that the next QKV GEMV (norm_gemv v25) goes on at the "
+                                     "count instead of at the grid's completion (v1_mlp_split_down.cu)",
+       launch_mlp_split_down_v19, mlp_split_down_v19_supports, 1, true},
   };
   return v;
 }

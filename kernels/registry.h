@@ -21,6 +21,10 @@ struct KernelVersion {
   void (*launch)(const Args&, cudaStream_t);
   bool (*supports)(const Args&);  // nullptr: every shape the op's PRECONDs allow
   int kernels_per_launch = 1;     // CUDA kernels one launch() issues (e.g. a split kernel plus a merge kernel)
+  // Takes part in a counter hand-off between two launches (NormMlpArgs::handoff_signal, NormGemvArgs::handoff):
+  // the engine sets those fields only where both launches' versions do, since a version without it ignores them
+  // (a consumer would then wait for a count no producer makes).
+  bool handoff = false;
 
   // Whether launch() takes these args: supports(args), or any args where the version has no supports().
   bool takes(const Args& args) const { return supports == nullptr || supports(args); }

@@ -20,6 +20,7 @@
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/ptx.cuh"
 #include "kernels/kernels.h"
 
 namespace qwen3::kernels {
@@ -268,18 +269,55 @@ __device__ __forceinline__ void touch_chain_pages(const NormGemvArgs& a, const b
   if (page != nullptr) prefetch_l2_line(page);
 }
 
+// v25: where NormGemvArgs::handoff is set, thread 0 polls the producer's count until every producer CTA has added,
+// then counts this CTA in handoff[1]; the CTA goes on at the barrier. Returns (in thread 0) the CTAs counted there
+// before this one, which handoff_reset reads at the CTA's end: the add's result is not waited for here. Without a
+// hand-off, the PDL wait. PRECOND: NormGemvArgs::handoff's.
+__device__ __forceinline__ uint32_t handoff_wait(const NormGemvArgs& a) {
+  if (a.handoff == nullptr) {
+    pdl_wait();
+    return 0;
+  }
+  uint32_t passed_before = 0;
+  if (threadIdx.x == 0) {
+    uint64_t polls = 0;
+    while (load_acquire_gpu(a.handoff) < uint32_t(a.handoff_producers)) {
+      if (++polls > (uint64_t(1) << 24)) __trap();  // a producer that never adds: a bug, not a state
+      if (a.handoff_poll_ns > 0) __nanosleep(uint32_t(a.handoff_poll_ns));
+    }
+    passed_before = atomicAdd(a.handoff + 1, 1u);
+  }
+  __syncthreads();
+  return passed_before;
+}
+
+// v25: the last CTA past the hand-off sets both words back to zero for the next producer (which runs after this
+// grid has completed: the attention launch's PDL wait lies between). Thread 0, at the CTA's end.
+__device__ __forceinline__ void handoff_reset(const NormGemvArgs& a, uint32_t passed_before) {
+  if (a.handoff != nullptr && threadIdx.x == 0 && passed_before == gridDim.x - 1) {
+    a.handoff[0] = 0;
+    a.handoff[1] = 0;
+  }
+}
+
 // kLoadsFirst (v23): the first groups not issued before the wait go out after the norm's loads are sent, so that
 // those loads are not queued behind them (at most kMaxDeltaCopiesL2First delta copies, kPartialsPerLane x 32
 // partials: gemv_norm_v23_takes); the same bits. kTouchPages (v24): touch_chain_pages(a, y_rows) before the wait.
-template <int kK, bool kPaced = false, bool kLoadsFirst = false, bool kTouchPages = false, class Issue>
-__device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight, Issue&& issue,
-                                              float* warp_sq, float (&x)[1][8], int window = 0,
-                                              const bf16* y_rows = nullptr) {
+// kHandoff (v25): handoff_wait in place of the PDL wait; returns its result (0 otherwise).
+template <int kK, bool kPaced = false, bool kLoadsFirst = false, bool kTouchPages = false, bool kHandoff = false,
+          class Issue>
+__device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight,
+                                                  Issue&& issue, float* warp_sq, float (&x)[1][8], int window = 0,
+                                                  const bf16* y_rows = nullptr) {
   gemv_ring::issue_first_groups<kPaced>(before_wait, window, issue);
   uint4 norm_w[1];
   gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
   if constexpr (kTouchPages) touch_chain_pages(a, y_rows);
-  pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  uint32_t passed_before = 0;
+  if constexpr (kHandoff)
+    passed_before = handoff_wait(a);  // (the same inputs as below: the MLP's delta and what came before it)
+  else
+    pdl_wait();  // the residual, its partials or delta come from earlier kernels
   stamp(a.trace, kTraceWaited);
   if constexpr (kLoadsFirst) {
     const auto issue_rest = [&] {
@@ -297,6 +335,7 @@ __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_
                               a.eps, kK, warp_sq, x);
   }
   stamp(a.trace, kTraceNormed);
+  return passed_before;
 }
 
 // v18 (norm_gemv_lean_kernel): v12's work with its ring's bookkeeping cut, as norm_mlp v13 cut v10's (ITERATIONS.md
@@ -310,8 +349,9 @@ __device__ __forceinline__ void lean_prologue(const NormGemvArgs& a, int before_
 // v23 (kLate, v22's): the CTAs from NormGemvArgs::late_cta_from on (gemv_ring::resident_late) issue
 // late_prewait_groups before the wait, the rest after the norm's loads (lean_prologue's kLoadsFirst, for every CTA).
 // v24 (kTouchPages, v22's): the pages after the wait touched before it (touch_chain_pages).
+// v25 (kHandoff, v22's): the previous launch's count of CTAs in place of the PDL wait (handoff_wait).
 template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false, bool kLate = false,
-          bool kTouchPages = false>
+          bool kTouchPages = false, bool kHandoff = false>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
@@ -339,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   };
   float x[1][8];
   const bool late = kLate && gemv_ring::resident_late(a.late_cta_from);
-  lean_prologue<kK, kPaced, kLate, kTouchPages>(
+  [[maybe_unused]] const uint32_t passed_before = lean_prologue<kK, kPaced, kLate, kTouchPages, kHandoff>(
       a, min(late ? int(a.late_prewait_groups) : prewait_groups, kInFlight), kInFlight, issue, warp_sq, x,
       a.prewait_window > 0 ? int(a.prewait_window) : kDefaultPrewaitWindow, a.y + row0);
   for (int g = 0, stage = 0; g < groups; ++g, stage = stage == kRingStages - 1 ? 0 : stage + 1) {
@@ -357,6 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   __syncthreads();
   write_row_sums<kThreads>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
+  if constexpr (kHandoff) handoff_reset(a, passed_before);
 }
 // v21 (norm_gemv_claimed_kernel): v18's ring whose CTAs take part of their groups of 8 rows from a shared queue.
 // Session 19's trace: a CTA resident just before the MLP's end has its two ring groups still in flight at the PDL
@@ -582,9 +623,10 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 // the ring takes the shape; elsewhere v12.
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
-template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, bool kTouchPages = false>
+template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, bool kTouchPages = false,
+          bool kHandoff = false>
 void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
-  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages>;
+  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages, kHandoff>;
   const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -649,6 +691,23 @@ bool gemv_norm_v24_supports(const NormGemvArgs& a) { return gemv_norm_v22_suppor
 void launch_gemv_norm_v24(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
   launch_lean<4, 6, true, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
+}
+
+// v25_gemv_norm_ring_handoff: v22 whose CTAs, where NormGemvArgs::handoff is set, wait for the previous launch's
+// count of CTAs done (norm_mlp v19's handoff_signal) in place of the PDL wait, and reset it (handoff_wait above);
+// without a hand-off v22. Why: traced at prompt 128 the PDL wait returned 1.4-2.0 us after the MLP's last CTA ended
+// (ITERATIONS.md sessions 16-19), while the QKV GEMV's CTAs sat resident with their rings full; a count is seen one
+// L2 round trip after the last add. With a hand-off only where v22 runs its own kernel (v12's would not reset it).
+bool gemv_norm_v25_supports(const NormGemvArgs& a) {
+  if (!gemv_norm_v22_supports(a)) return false;
+  return a.handoff == nullptr || (a.k == kLeanK && ring_supports(a) && a.handoff_producers > 0 &&
+                                  a.handoff_poll_ns >= 0 &&
+                                  smem_for<1, 4, kThreads, false, 6>(a) <= size_t(device_optin_smem_bytes()));
+}
+
+void launch_gemv_norm_v25(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.handoff == nullptr) return launch_gemv_norm_v22(a, stream);
+  launch_lean<4, 6, true, false, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 
 // v21_gemv_norm_ring_claimed: v18 with the groups past each CTA's first `claim_static_groups` (default 4: 528 of

@@ -102,7 +102,7 @@ void register_bench(CLI::App& app) {
     int64_t l2_persist_mb = 0;
     int32_t mlp_ctas = 0, mlp_prewait_rows = -1, mlp_delta_copies = 0, mlp_o_ctas = 0, mlp_o_ahead = -1,
             mlp_prewait_window = 0, mlp_late_cta_from = 0, mlp_late_prewait_groups = 1,
-            mlp_beside_stages = 0, mlp_beside_l2_groups = 0;
+            mlp_beside_stages = 0, mlp_beside_l2_groups = 0, handoff_poll_ns = 0;
     int32_t smem_carveout = -1;
     int32_t mlp_l2_lead_ctas = -1;
     int32_t mlp_skew_from = 0, mlp_skew_permille = 0, mlp_lateness_permille = -1, mlp_lateness_max = -1;
@@ -247,6 +247,10 @@ void register_bench(CLI::App& app) {
                   "Tuning, --mlp v18: ring stages of 4 rows a CTA keeps, 2-5 (0: 4); with --attention-o-smem-kb the "
                   "two CTAs must fit in an SM's shared memory together")
       ->check(CLI::Range(0, 5));
+  cmd->add_option("--handoff-poll-ns", o->handoff_poll_ns,
+                  "Tuning, --mlp v19_mlp_split_down_handoff with --norm-gemv v25_gemv_norm_ring_handoff: pause in ns "
+                  "between the QKV GEMV's polls of the MLP's count (0: none)")
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--mlp-beside-l2-groups", o->mlp_beside_l2_groups,
                   "Tuning, --mlp v18: ring groups (32 KB each) past its ring a CTA pulls into L2 before the PDL wait "
                   "(default 0: none)")
@@ -383,6 +387,7 @@ void register_bench(CLI::App& app) {
     options.mlp_late_prewait_groups = o->mlp_late_prewait_groups;
     options.mlp_beside_stages = o->mlp_beside_stages;
     options.mlp_beside_l2_groups = o->mlp_beside_l2_groups;
+    options.handoff_poll_ns = o->handoff_poll_ns;
     options.mlp_skew_from = o->mlp_skew_from;
     options.mlp_skew_permille = o->mlp_skew_permille;
     options.mlp_lateness_permille_per_us = o->mlp_lateness_permille;
@@ -564,6 +569,7 @@ void register_bench(CLI::App& app) {
     j["mlp_late_prewait_groups"] = options.mlp_late_prewait_groups;
     if (options.mlp_beside_stages > 0) j["mlp_beside_stages"] = options.mlp_beside_stages;
     if (options.mlp_beside_l2_groups > 0) j["mlp_beside_l2_groups"] = options.mlp_beside_l2_groups;
+    if (options.handoff_poll_ns > 0) j["handoff_poll_ns"] = options.handoff_poll_ns;
     if (options.mlp_skew_permille > 0) {
       j["mlp_skew_from"] = options.mlp_skew_from;
       j["mlp_skew_permille"] = options.mlp_skew_permille;

@@ -213,6 +213,7 @@ struct LayerDevice {
 struct CudaEngine::Impl {
   cudaStream_t stream = nullptr;
   int64_t* launch_counter = nullptr;
+  int64_t* handoff_counter = nullptr;  // CudaEngine::handoffs_per_step_, counted where launch_counter is
 
   DeviceBuffer weights;
   bf16* embed = nullptr;       // (vocab, hidden)
@@ -266,6 +267,7 @@ struct CudaEngine::Impl {
   DeviceBuffer mlp_delta;   // (copies, tokens, hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
   DeviceBuffer qkv_claims;  // 2 words: norm_gemv v21's queue of row groups, zeroed once (each launch leaves them so)
+  DeviceBuffer mlp_handoff;  // 2 words: norm_mlp v19's count for norm_gemv v25, zeroed once (v25 leaves them so)
   // (2, CTAs) %globaltimer stamps for v12: layer l reads row (l + 1) % 2 (the previous layer's) and writes row l % 2,
   // so a launch never reads what it writes (NormMlpArgs::lateness_in); zeroed once (no transfer at first).
   DeviceBuffer mlp_lateness;
@@ -358,6 +360,7 @@ void CudaEngine::prepare(const EngineOptions& options) {
   impl_ = std::make_unique<Impl>();
   Impl& m = *impl_;
   m.launch_counter = &launches_per_step_;
+  m.handoff_counter = &handoffs_per_step_;
   m.slot_params.assign(size_t(options_.max_batch), SamplingParams{});
   m.slot_has_penalties.assign(size_t(options_.max_batch), false);
 }
@@ -494,6 +497,8 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
     m.qkv_claims = DeviceBuffer(2 * sizeof(uint32_t));  // norm_gemv v21's queue
     CUDA_CHECK(cudaMemset(m.qkv_claims.as<void>(), 0, m.qkv_claims.bytes()));
+    m.mlp_handoff = DeviceBuffer(2 * sizeof(uint32_t));
+    CUDA_CHECK(cudaMemset(m.mlp_handoff.as<void>(), 0, m.mlp_handoff.bytes()));
     kernels::NormMlpArgs probe{};
     probe.ctas = options_.mlp_ctas;
     m.mlp_ctas = kernels::norm_mlp_ctas(probe);
@@ -1004,9 +1009,20 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         mlp_with_o = !mlp_in_one_launch && m.mlp->supports && m.mlp->takes(mlp_with_o_args(m.layers[0]));
       }
     }
+    // The MLP -> next QKV GEMV hand-off through a counter (norm_mlp v19 -> norm_gemv v25), where both chosen
+    // versions take part and both launches run: a version without it would ignore the words, and a QKV GEMV would
+    // then wait for a count no MLP makes (or an MLP leave a count no QKV GEMV resets).
+    bool mlp_qkv_handoff = mlp_in_one_launch && !mlp_runs_next_qkv && m.mlp->handoff && m.norm_gemv->handoff &&
+                           kept("mlp_split_down") && kept("gemm_qkv_norm");
+    if (mlp_qkv_handoff) {
+      kernels::NormMlpArgs a = mlp_args(m.layers[0], nullptr);
+      a.handoff_signal = m.mlp_handoff.as<uint32_t>();
+      mlp_qkv_handoff = m.mlp->takes(a);
+    }
     // The one-launch MLP's bytes: gate|up and down rows, h and the norm weight, the delta written and read.
     const double mlp_bytes = 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H);
     float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
+    bool handoff_pending = false;    // the previous layer's MLP counts its CTAs for this layer's QKV GEMV
     bool qkv_ready = false;          // the previous layer's MLP launch computed this layer's QKV (v3)
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
@@ -1034,10 +1050,23 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
           if (o.mlp_trace && m.qkv_trace.bytes() > 0)
             a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                        kernels::kNormGemvTraceEvents;
-          launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
+          if (handoff_pending) {
+            a.handoff = m.mlp_handoff.as<uint32_t>();
+            a.handoff_producers = int32_t(m.mlp_ctas);
+            a.handoff_poll_ns = o.handoff_poll_ns;
+            if (!m.norm_gemv->takes(a))  // (another version would leave the count set)
+              throw std::logic_error("run_layers: the QKV GEMV version does not take the MLP's hand-off");
+            m.norm_gemv->launch(a, s);
+            handoff_pending = false;
+            if (m.counting) ++*m.handoff_counter;
+          } else {
+            launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
+          }
         }
         m.count("gemm_qkv_norm", qkv_norm_bytes(pending_delta));
       }
+      if (handoff_pending)  // (the layer's QKV ran in another launch, which would leave the MLP's count set)
+        throw std::logic_error("run_layers: the MLP's hand-off was left without the QKV GEMV to take it");
       qkv_ready = false;
       if (mlp_with_o && l + 1 < m.layers.size()) {
         if (!fused_attention(L, k_cache, v_cache, o.mlp_o_l2_prefetch))
@@ -1055,7 +1084,12 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       pending_delta = nullptr;
       if (mlp_in_one_launch && l + 1 < m.layers.size()) {
         const LayerDevice* next = mlp_runs_next_qkv ? &m.layers[l + 1] : nullptr;
-        if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, next), s);
+        kernels::NormMlpArgs a = mlp_args(L, next);
+        if (mlp_qkv_handoff) {
+          a.handoff_signal = m.mlp_handoff.as<uint32_t>();
+          handoff_pending = true;
+        }
+        if (kept("mlp_split_down")) m.mlp->launch(a, s);
         // With the next QKV GEMV: its weights and output, and the delta read once more.
         m.count("mlp_split_down", mlp_bytes + (next ? 2.0 * double((QD + 2 * KVD) * (H + 1) + H) + 4.0 * double(H)
                                                     : 0.0));
@@ -1241,6 +1275,7 @@ void CudaEngine::run_decode_step(int64_t batch, int64_t max_position) {
   const ModelConfig& c = config_;
   const int64_t V = c.vocab_size;
   launches_per_step_ = 0;
+  handoffs_per_step_ = 0;
   m.counting = true;
   const auto kept = [&](const char* what) { return options_.skip_launches.count(what) == 0; };
   // v1 also leaves the rows' sums of squares for the folded-norm layer loop (run_layers).

@@ -146,6 +146,10 @@ struct EngineOptions {
   int32_t mlp_late_prewait_groups = 1;
   int32_t mlp_beside_stages = 0;  // norm_mlp v18: ring stages of 4 rows (2-5; 0: 4)
   int32_t mlp_beside_l2_groups = 0;  // norm_mlp v18: ring groups past the ring pulled into L2 before the wait
+  // Where decode_mlp and norm_gemv are both hand-off versions (KernelVersion::handoff: norm_mlp v19, norm_gemv v25),
+  // the next layer's QKV GEMV goes on at the MLP's count of CTAs done instead of at its PDL wait; this is its pause
+  // between polls of the count in ns (NormGemvArgs::handoff_poll_ns, 0: none).
+  int32_t handoff_poll_ns = 0;
   // v11_mlp_split_down_skewed only: CTAs from mlp_skew_from on take mlp_skew_permille per mille fewer features
   // (NormMlpArgs::skew_from, skew_permille).
   int32_t mlp_skew_from = 0;
@@ -283,6 +287,9 @@ class CudaEngine final : public Backend {
   L2Persistence l2_persistence() const;
   // Number of kernel launches one decode step makes (graph nodes when captured).
   int64_t launches_per_decode_step() const { return launches_per_step_; }
+  // Counter hand-offs between launches one decode step makes in place of PDL waits (norm_mlp v19 -> norm_gemv v25
+  // where both are chosen: EngineOptions::handoff_poll_ns); 0 elsewhere.
+  int64_t handoffs_per_decode_step() const { return handoffs_per_step_; }
 
   struct Impl;  // device state (cuda_backend.cu)
 
@@ -304,6 +311,7 @@ class CudaEngine final : public Backend {
   int64_t context_ = 0;
   std::vector<int64_t> lengths_;
   int64_t launches_per_step_ = 0;
+  int64_t handoffs_per_step_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -272,6 +272,71 @@ TEST(EngineBatch, BatchedMlpMatchesFourLaunches) {
   }
 }
 
+// The MLP -> next QKV GEMV hand-off through a counter (EngineOptions::decode_mlp v19_mlp_split_down_handoff with
+// norm_gemv v25_gemv_norm_ring_handoff, whose kernels take hidden 4096 only: a random Qwen3-8B-shaped model cut to 3
+// layers, hand-offs into layers 1 and 2) against the same model and seed with the defaults' PDL waits, batch 1,
+// graph-captured decode steps. Step by step the logits agree within the golden bound and the greedy tokens match
+// except at a near-tie of the reference (as BatchedMlpMatchesFourLaunches: the MLP's fp32 reductions meet in no fixed
+// order, so the bits may differ); a QKV GEMV that went on before every MLP CTA had added would norm part of the delta.
+// The hand-off must have run: 2 a step, 0 in the reference (handoffs_per_decode_step). With a pause between polls
+// too. Where the device has no one-launch MLP (before sm_90) neither hands off, and only that is checked.
+TEST(EngineHandoff, MlpToQkvMatchesPdlWait) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
+  ModelConfig config = synthetic_qwen3_config("qwen3-8b");
+  config.num_layers = 3;
+  const auto make = [&](bool handoff, int32_t poll_ns) {
+    EngineOptions options;
+    options.context = 64;
+    if (handoff) {
+      options.decode_mlp = "v19_mlp_split_down_handoff";
+      options.norm_gemv = "v25_gemv_norm_ring_handoff";
+      options.handoff_poll_ns = poll_ns;
+    }
+    auto engine = std::make_unique<CudaEngine>(config, 7, options);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    engine->set_sampling(0, greedy);
+    engine->reset_slot(0);
+    engine->prefill(0, std::vector<int32_t>{5, 6, 7, 8});
+    return engine;
+  };
+  for (const int32_t poll_ns : {0, 200}) {
+    SCOPED_TRACE("handoff_poll_ns " + std::to_string(poll_ns));
+    auto handoff = make(true, poll_ns);
+    auto reference = make(false, 0);
+    bool diverged = false;
+    for (int step = 0; step < 6 && !diverged; ++step) {
+      const auto got_tokens = handoff->decode(1, 1);
+      const auto want_tokens = reference->decode(1, 1);
+      std::vector<float> got, want;
+      for (const uint16_t b : handoff->last_logits_bits(0)) got.push_back(bf16_to_f32(b));
+      for (const uint16_t b : reference->last_logits_bits(0)) want.push_back(bf16_to_f32(b));
+      double max_diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got[i] - want[i])));
+      const double scale = max_abs(want), rel = max_diff / scale;
+      std::printf("[ mlp -> qkv hand-off, poll %d ns, step %d ] logits max|diff|/max|ref| = %.3e\n", poll_ns, step,
+                  rel);
+      EXPECT_LE(rel, kLogitsRelBound) << "step " << step;
+      if (got_tokens[0] != want_tokens[0]) {
+        std::vector<float> sorted = want;
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+        EXPECT_LT(sorted[0] - sorted[1], kMarginBound * scale)
+            << "step " << step << ": tokens " << got_tokens[0] << " and " << want_tokens[0] << " without a near-tie";
+        diverged = true;
+      }
+    }
+    EXPECT_EQ(reference->handoffs_per_decode_step(), 0);
+    int major = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+    if (major >= 9) {  // (the one-launch MLP runs from sm_90)
+      EXPECT_EQ(handoff->handoffs_per_decode_step(), config.num_layers - 1);
+    } else {
+      EXPECT_EQ(handoff->handoffs_per_decode_step(), 0);
+      std::printf("[ mlp -> qkv hand-off ] no one-launch MLP on this device: neither engine hands off\n");
+    }
+  }
+}
+
 // L2 persistence is a cache policy only: the same tokens and the same logits bits with and without it.
 TEST(EngineL2Persist, SameBitsAsWithout) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";

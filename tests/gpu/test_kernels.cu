@@ -3253,6 +3253,105 @@ TEST_F(GpuTest, NormMlpNextQkvMatchesReference) {
   }
 }
 
+// norm_mlp v19 -> norm_gemv v25 through a counter (NormMlpArgs::handoff_signal, NormGemvArgs::handoff) at the
+// engine's shape: three MLP -> QKV GEMV pairs back to back in one stream with PDL on (as the engine's graph runs
+// them), no host step between, the words zeroed once before. After them the delta must be three MLP launches'
+// (mlp_delta_expectation), the QKV output the norm GEMV of residual + that delta within NormGemvWithResidualDelta's
+// bound (a QKV GEMV that went on before every MLP CTA had added would norm a smaller delta: with 132 CTAs each
+// adding ~1/132 of it, one missing CTA moves the normed input by far more than the bound), y poisoned before, and
+// both words zero again (the last QKV CTA resets them; the next pair relies on it). With and without a pause
+// between polls, with one and two delta copies. v25 must refuse a hand-off without producers or with a negative
+// pause, and v19 a signal at a hidden size v15 runs v10 on (v10 does not count).
+TEST_F(GpuTest, NormMlpHandsOffToNormGemv) {
+  const auto& mlp = kernels::find_version(kernels::norm_mlp_versions(), "v19_mlp_split_down_handoff");
+  const auto& qkv = kernels::find_version(kernels::norm_gemv_versions(), "v25_gemv_norm_ring_handoff");
+  EXPECT_TRUE(mlp.handoff && qkv.handoff) << "both versions must say they take part in the hand-off";
+  constexpr int64_t kQkvRows = (kQHeads + 2 * kKvHeads) * kHeadDim;  // 6144
+  constexpr int kPairs = 3;
+  const std::string base = "norm_mlp v19 -> norm_gemv v25 hand-off qwen3-8b";
+  const MlpProblem p = make_mlp_problem(base, kHidden, kInter);
+  const uint64_t seed = case_seed(base);
+  const auto qkv_norm_weight = random_bf16(size_t(kHidden), ref::mix_seed(seed, 6), -1.5f, 1.5f);
+  const auto w_qkv = random_bf16(size_t(kQkvRows * kHidden), ref::mix_seed(seed, 7), -0.05f, 0.05f);
+  const auto residual_d = to_device(p.in.residual);
+  const auto weight_d = to_device(p.in.weight);
+  const auto w_gate_up_d = to_device(p.w_gate_up);
+  const auto w_down_t_d = to_device(p.w_down_t);
+  const auto qkv_norm_weight_d = to_device(qkv_norm_weight);
+  const auto w_qkv_d = to_device(w_qkv);
+  const auto partials_d = to_device(norm_partials(p.in.sum_sq, 1, 132, true, seed));
+  DeviceArray<uint32_t> handoff_d(2);
+  const std::vector<uint32_t> zero_words = {0u, 0u};
+  handoff_d.upload(zero_words);
+  struct Run {
+    int32_t delta_copies, poll_ns;
+  };
+  for (const Run& r : {Run{1, 0}, Run{2, 200}, Run{2, 0}}) {
+    const std::string label = base + " delta_copies=" + str(r.delta_copies) + " poll_ns=" + str(r.poll_ns) +
+                              " x" + str(kPairs) + " (PDL)";
+    const MlpDeltaStart start = mlp_delta_start(kHidden, r.delta_copies, false, case_seed(label));
+    DeviceArray<float> delta_d(start.copies.size());  // (delta_copies, hidden)
+    delta_d.upload(start.copies);
+    DeviceArray<uint16_t> y_d(static_cast<size_t>(kQkvRows));
+    y_d.poison();
+    NormMlpArgs m{as_bf16(residual_d),  partials_d.get(),    132,           as_bf16(weight_d), kEps,
+                  as_bf16(w_gate_up_d), as_bf16(w_down_t_d), delta_d.get(), kHidden,           kInter};
+    m.delta_copies = r.delta_copies;
+    m.handoff_signal = handoff_d.get();
+    NormGemvArgs g{as_bf16(residual_d), partials_d.get(), 132,     as_bf16(qkv_norm_weight_d), kEps,
+                   as_bf16(w_qkv_d),    as_bf16(y_d),     1,       kQkvRows,                   kHidden};
+    g.residual_delta = delta_d.get();
+    g.delta_copies = r.delta_copies;
+    g.handoff = handoff_d.get();
+    g.handoff_producers = int32_t(kernels::norm_mlp_ctas(m));
+    g.handoff_poll_ns = r.poll_ns;
+    {
+      NormGemvArgs bad = g;
+      bad.handoff_producers = 0;
+      EXPECT_FALSE(qkv.supports(bad)) << label << " | v25 must refuse a hand-off without producers";
+      bad = g;
+      bad.handoff_poll_ns = -1;
+      EXPECT_FALSE(qkv.supports(bad)) << label << " | v25 must refuse a negative pause";
+      NormMlpArgs other = m;
+      other.hidden = 1024;
+      other.inter = 3072;
+      EXPECT_FALSE(mlp.supports(other)) << label << " | v19 must refuse a signal where v15 runs v10";
+    }
+    if (!mlp.supports(m) || !qkv.supports(g)) {
+      ADD_FAILURE() << label << " | v19 or v25 refuses the Qwen3-8B shape";
+      continue;
+    }
+    kernels::set_programmatic_dependent_launch(true);
+    for (int i = 0; i < kPairs; ++i) {
+      mlp.launch(m, test_stream());
+      qkv.launch(g, test_stream());
+    }
+    kernels::set_programmatic_dependent_launch(false);
+    CUDA_OK(cudaStreamSynchronize(test_stream()));
+    CUDA_OK(cudaGetLastError());
+    std::vector<double> want, bound;
+    mlp_delta_expectation(p, start, kPairs, want, bound);
+    const std::vector<float> delta = check_mlp_delta(delta_d.download(), start, g.handoff_producers, want, bound,
+                                                     label);
+    std::vector<uint16_t> normed(static_cast<size_t>(kHidden));
+    std::vector<float> dev(static_cast<size_t>(kHidden));
+    delta_normed(p.in.residual.data(), delta.data(), qkv_norm_weight, kHidden, normed.data(), dev.data());
+    std::vector<float> exact(static_cast<size_t>(kQkvRows)), abs_sum(exact.size());
+    const std::vector<int64_t> row0 = {0};
+    ref::gemm(normed.data(), w_qkv.data(), kQkvRows, kHidden, row0, exact.data(), abs_sum.data());
+    const std::vector<double> moved = moved_by_dev(dev, w_qkv, 1, kQkvRows, kHidden);
+    const auto got = y_d.download();
+    Check y("y (the last QKV GEMV's)");
+    for (int64_t j = 0; j < kQkvRows; ++j) {
+      const double e = exact[size_t(j)];
+      y.near(j, got[size_t(j)], e,
+             kGemmRelTol * std::fabs(e) + kGemmAccumTol * abs_sum[size_t(j)] + moved[size_t(j)]);
+    }
+    expect_ok(y, label, kGemmFrobenius);
+    EXPECT_EQ(handoff_d.download(), zero_words) << label << " | the hand-off words must be zero again";
+  }
+}
+
 // ---- 08 decode layers: every layer of a batch-1 decode step in one launch ---------------------------------
 // The reference is the unfused layer of reference.h at transformers' rounding points: rmsnorm, the QKV GEMV
 // rounded to bf16, QK-norm and RoPE of q and of the new k, k and v into the layer's cache at (slot,

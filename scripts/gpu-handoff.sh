@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The MLP -> next QKV GEMV counter hand-off (norm_mlp v19_mlp_split_down_handoff with norm_gemv
+# v25_gemv_norm_ring_handoff) against the defaults' PDL wait, in one device call on prebuilt binaries: the kernel
+# test (NormMlpHandsOffToNormGemv, and the two versions through the NormMlp / NormGemv suites), the engine test
+# (EngineHandoff), then interleaved benches at prompts 128 / 1024 / 512 / 2048: the default, the hand-off, the
+# hand-off with a 200 ns pause between polls, qkv_attention_o v32 alone and v32 with the hand-off.
+#
+# Usage: scripts/gpu-handoff.sh [BIN_DIR]   (default build/h200/bin; BUDGET=330 s of benches; writes $OUT, else
+#        build/gpu-handoff). Prints each tag's step times in ms, its best, and the default's best over it (> 1:
+#        faster) last.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${1:-build/h200/bin}
+OUT_DIR=${OUT:-build/gpu-handoff}
+BUDGET=${BUDGET:-330}
+mkdir -p "$OUT_DIR"
+RESULTS=$OUT_DIR/handoff.jsonl
+: > "$RESULTS"
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+TESTS=GpuTest.NormMlpHandsOffToNormGemv:GpuTest.NormMlpMatchesReference
+TESTS+=:GpuTest.NormGemvMatchesReference:GpuTest.NormGemvWithResidualDelta
+QWEN3_GPU_TESTS_VERSIONS=v19_mlp_split_down_handoff,v25_gemv_norm_ring_handoff timeout 240 "$BIN/qwen3_gpu_tests" \
+  --gtest_filter="$TESTS" > "$OUT_DIR/kernel-tests.txt" 2>&1
+echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
+  "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
+timeout 240 "$BIN/qwen3_engine_tests" --gtest_filter='EngineHandoff.*' > "$OUT_DIR/engine-tests.txt" 2>&1
+echo "engine tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/engine-tests.txt") ok)"
+grep -h "hand-off\|FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" "$OUT_DIR/engine-tests.txt" | head -20
+COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s 4540 --json --gen 256)
+HANDOFF=(--mlp v19_mlp_split_down_handoff --norm-gemv v25_gemv_norm_ring_handoff)
+V32=(--attention-o v32_qkv_attention_o_trigger_late)
+START=$(date +%s)
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+for _ in 1 2 3; do
+  for prompt in 128 1024 512 2048; do
+    bench default "$prompt"
+    bench handoff "$prompt" "${HANDOFF[@]}"
+    bench handoff_poll200 "$prompt" "${HANDOFF[@]}" --handoff-poll-ns 200
+    bench v32 "$prompt" "${V32[@]}"
+    bench v32_handoff "$prompt" "${V32[@]}" "${HANDOFF[@]}"
+  done
+done
+step_table default
