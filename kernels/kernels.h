@@ -249,6 +249,16 @@ struct QkvAttentionOArgs {
   // v32 (v32_qkv_attention_o_trigger_late) takes warm_code as v25, and diagnostic bits 1024 / 2048 (both: 3) move its
   // PDL trigger: 1 once the CTA has the merged heads, 2 once its o rows are written, 3 never (at the launch's end).
   int32_t handoff_rows = -1;
+  // v33 (v33_qkv_attention_o_counted) only, nullptr elsewhere: counter hand-offs with the launches around it
+  // (kernels/common/handoff.cuh; not v29-v31's hand-off of o rows between CTAs). handoff: two words a CTA waits on
+  // in place of its PDL wait until they count handoff_producers CTAs of the previous launch (the QKV GEMV's,
+  // NormGemvArgs::handoff_signal; handoff_poll_ns between polls), reset by the last CTA. handoff_signal: the words of
+  // a hand-off to the next launch (NormMlpArgs::handoff), to which every CTA adds 1 once its rows, norm partial and
+  // zeroed delta rows are written. PRECOND: handoff.cuh's.
+  uint32_t* handoff = nullptr;
+  int32_t handoff_producers = 0;
+  int32_t handoff_poll_ns = 0;
+  uint32_t* handoff_signal = nullptr;
 };
 constexpr int kQkvAttentionOTraceEvents = 10;
 // The norm partials per token a launch on the current device leaves (its CTAs): the next norm GEMV's partial_count.
@@ -371,11 +381,15 @@ struct NormMlpArgs {
   int32_t beside_stages = 0;
   // v18 only: ring groups past the first beside_stages a CTA pulls into L2 before its PDL wait (0: none).
   int32_t beside_l2_groups = 0;
-  // v19 (v19_mlp_split_down_handoff) only, nullptr elsewhere: the first word of a hand-off to the next kernel (a
-  // NormGemvArgs::handoff): every CTA adds 1 to it with release semantics once its reductions into residual_delta
-  // are sent, so that the next launch can go on when the count reaches the grid's CTAs instead of when the grid
-  // has completed (its PDL wait). PRECOND: the next kernel consumes the hand-off (it resets the words).
+  // v19 (v19_mlp_split_down_handoff) only, nullptr elsewhere: counter hand-offs with the launches around it
+  // (kernels/common/handoff.cuh). handoff_signal: the words of a hand-off to the next launch (NormGemvArgs::handoff):
+  // every CTA adds 1 once its reductions into residual_delta are sent. handoff: the words of a hand-off from the
+  // previous launch (QkvAttentionOArgs::handoff_signal), waited for in place of the PDL wait until they count
+  // handoff_producers CTAs (handoff_poll_ns between polls), and reset by the last CTA. PRECOND: handoff.cuh's.
   uint32_t* handoff_signal = nullptr;
+  uint32_t* handoff = nullptr;
+  int32_t handoff_producers = 0;
+  int32_t handoff_poll_ns = 0;
 };
 constexpr int kNormMlpTraceEvents = 8;
 // CTAs a launch runs on the current device (one per SM unless NormMlpArgs::ctas says otherwise).
@@ -476,16 +490,16 @@ struct NormGemvArgs {
   // as the MLP's leave their SMs, so the last indices become resident in the MLP's last microseconds.
   int32_t late_cta_from = 0;
   int32_t late_prewait_groups = 1;
-  // v25 (v25_gemv_norm_ring_handoff) only, nullptr elsewhere: two words, zero before the producer's first launch.
-  // In place of its PDL wait a CTA waits until handoff[0] >= handoff_producers (the previous launch's CTAs, each
-  // of which adds 1 once its outputs are sent: NormMlpArgs::handoff_signal), then counts itself in handoff[1]; the
-  // last CTA to do so sets both words back to zero. Why: the PDL wait returns ~1.4-2 us after the previous launch's
-  // last CTA ends (ITERATIONS.md sessions 16-19); a counter can be seen within an L2 round trip of the last add.
-  // handoff_poll_ns: a pause between polls of the count (0: none). PRECOND: the producer's CTAs are all resident
-  // before this launch starts (it triggers PDL at its start) and every one of them adds.
+  // v25 (v25_gemv_norm_ring_handoff) only, nullptr elsewhere: counter hand-offs (kernels/common/handoff.cuh). handoff:
+  // two words a CTA waits on in place of its PDL wait until they count handoff_producers CTAs of the previous launch
+  // (NormMlpArgs::handoff_signal; handoff_poll_ns between polls, 0: none); the last CTA resets them. handoff_signal:
+  // the words of a hand-off to the next launch (QkvAttentionOArgs::handoff), to which every CTA adds 1 once its
+  // rows are written. Why: the PDL wait returns ~0.9-2 us after the previous launch's last CTA ends (ITERATIONS.md
+  // sessions 16-19); a count can be seen one L2 round trip after the last add. PRECOND: handoff.cuh's.
   uint32_t* handoff = nullptr;
   int32_t handoff_producers = 0;
   int32_t handoff_poll_ns = 0;
+  uint32_t* handoff_signal = nullptr;
 };
 
 constexpr int kNormGemvTraceEvents = 5;

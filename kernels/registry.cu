@@ -144,6 +144,8 @@ void launch_qkv_attention_o_v31(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v31_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v32(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v32_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v33(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v33_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -512,6 +514,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v32_qkv_attention_o_trigger_late", "v25 whose CTAs let the next launch start once every split is in, "
                                            "not at their start (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v32, qkv_attention_o_v32_supports},
+      {"v33_qkv_attention_o_counted", "v25 whose CTAs wait for the QKV GEMV's count of CTAs done instead of the "
+                                      "PDL wait and count themselves done for the next MLP (QkvAttentionOArgs::"
+                                      "handoff, handoff_signal; norm_gemv v25, norm_mlp v19) (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v33, qkv_attention_o_v33_supports, 1, true},
   };
   return v;
 }

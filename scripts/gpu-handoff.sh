@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The MLP -> next QKV GEMV counter hand-off (norm_mlp v19_mlp_split_down_handoff with norm_gemv
-# v25_gemv_norm_ring_handoff) against the defaults' PDL wait, in one device call on prebuilt binaries: the kernel
-# test (NormMlpHandsOffToNormGemv, and the two versions through the NormMlp / NormGemv suites), the engine test
-# (EngineHandoff), then interleaved benches at prompts 128 / 1024 / 512 / 2048: the default, the hand-off, the
-# hand-off with a 200 ns pause between polls, qkv_attention_o v32 alone and v32 with the hand-off.
+# Counter hand-offs between the batch-1 layer's launches in place of their PDL waits (kernels/common/handoff.cuh):
+# norm_mlp v19_mlp_split_down_handoff with norm_gemv v25_gemv_norm_ring_handoff (MLP -> next QKV GEMV), and with
+# qkv_attention_o v33_qkv_attention_o_counted too (all three boundaries), against the defaults, in one device call on
+# prebuilt binaries: the kernel test (NormMlpHandsOffToNormGemv, and the versions through the NormMlp / NormGemv
+# suites), the engine test (EngineHandoff), then interleaved benches: at prompts 128 and 1024 three rounds of the
+# default, the MLP -> QKV hand-off, all three, all three with a 200 ns pause between polls, and qkv_attention_o v32;
+# at 512 and 2048 two rounds of the default and all three.
 #
 # Usage: scripts/gpu-handoff.sh [BIN_DIR]   (default build/h200/bin; BUDGET=330 s of benches; writes $OUT, else
 #        build/gpu-handoff). Prints each tag's step times in ms, its best, and the default's best over it (> 1:
@@ -27,18 +29,24 @@ timeout 240 "$BIN/qwen3_engine_tests" --gtest_filter='EngineHandoff.*' > "$OUT_D
 echo "engine tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/engine-tests.txt") ok)"
 grep -h "hand-off\|FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" "$OUT_DIR/engine-tests.txt" | head -20
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s 4540 --json --gen 256)
-HANDOFF=(--mlp v19_mlp_split_down_handoff --norm-gemv v25_gemv_norm_ring_handoff)
-V32=(--attention-o v32_qkv_attention_o_trigger_late)
+MLP_QKV=(--mlp v19_mlp_split_down_handoff --norm-gemv v25_gemv_norm_ring_handoff)
+ALL3=("${MLP_QKV[@]}" --attention-o v33_qkv_attention_o_counted)
 START=$(date +%s)
 # shellcheck source=scripts/gpu-bench-lib.sh
 source scripts/gpu-bench-lib.sh
 for _ in 1 2 3; do
-  for prompt in 128 1024 512 2048; do
+  for prompt in 128 1024; do
     bench default "$prompt"
-    bench handoff "$prompt" "${HANDOFF[@]}"
-    bench handoff_poll200 "$prompt" "${HANDOFF[@]}" --handoff-poll-ns 200
-    bench v32 "$prompt" "${V32[@]}"
-    bench v32_handoff "$prompt" "${V32[@]}" "${HANDOFF[@]}"
+    bench mlp_qkv "$prompt" "${MLP_QKV[@]}"
+    bench all3 "$prompt" "${ALL3[@]}"
+    bench all3_poll200 "$prompt" "${ALL3[@]}" --handoff-poll-ns 200
+    bench v32 "$prompt" --attention-o v32_qkv_attention_o_trigger_late
+  done
+done
+for _ in 1 2; do
+  for prompt in 512 2048; do
+    bench default "$prompt"
+    bench all3 "$prompt" "${ALL3[@]}"
   done
 done
 step_table default

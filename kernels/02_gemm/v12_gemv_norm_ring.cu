@@ -20,7 +20,7 @@
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/launch.cuh"
-#include "kernels/common/ptx.cuh"
+#include "kernels/common/handoff.cuh"
 #include "kernels/kernels.h"
 
 namespace qwen3::kernels {
@@ -269,37 +269,6 @@ __device__ __forceinline__ void touch_chain_pages(const NormGemvArgs& a, const b
   if (page != nullptr) prefetch_l2_line(page);
 }
 
-// v25: where NormGemvArgs::handoff is set, thread 0 polls the producer's count until every producer CTA has added,
-// then counts this CTA in handoff[1]; the CTA goes on at the barrier. Returns (in thread 0) the CTAs counted there
-// before this one, which handoff_reset reads at the CTA's end: the add's result is not waited for here. Without a
-// hand-off, the PDL wait. PRECOND: NormGemvArgs::handoff's.
-__device__ __forceinline__ uint32_t handoff_wait(const NormGemvArgs& a) {
-  if (a.handoff == nullptr) {
-    pdl_wait();
-    return 0;
-  }
-  uint32_t passed_before = 0;
-  if (threadIdx.x == 0) {
-    uint64_t polls = 0;
-    while (load_acquire_gpu(a.handoff) < uint32_t(a.handoff_producers)) {
-      if (++polls > (uint64_t(1) << 24)) __trap();  // a producer that never adds: a bug, not a state
-      if (a.handoff_poll_ns > 0) __nanosleep(uint32_t(a.handoff_poll_ns));
-    }
-    passed_before = atomicAdd(a.handoff + 1, 1u);
-  }
-  __syncthreads();
-  return passed_before;
-}
-
-// v25: the last CTA past the hand-off sets both words back to zero for the next producer (which runs after this
-// grid has completed: the attention launch's PDL wait lies between). Thread 0, at the CTA's end.
-__device__ __forceinline__ void handoff_reset(const NormGemvArgs& a, uint32_t passed_before) {
-  if (a.handoff != nullptr && threadIdx.x == 0 && passed_before == gridDim.x - 1) {
-    a.handoff[0] = 0;
-    a.handoff[1] = 0;
-  }
-}
-
 // kLoadsFirst (v23): the first groups not issued before the wait go out after the norm's loads are sent, so that
 // those loads are not queued behind them (at most kMaxDeltaCopiesL2First delta copies, kPartialsPerLane x 32
 // partials: gemv_norm_v23_takes); the same bits. kTouchPages (v24): touch_chain_pages(a, y_rows) before the wait.
@@ -314,10 +283,13 @@ __device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int bef
   gemv_ring::load_norm_weight<1>(a.norm_weight, kK, norm_w);
   if constexpr (kTouchPages) touch_chain_pages(a, y_rows);
   uint32_t passed_before = 0;
-  if constexpr (kHandoff)
-    passed_before = handoff_wait(a);  // (the same inputs as below: the MLP's delta and what came before it)
-  else
+  if constexpr (kHandoff) {
+    // The previous launch's count (the MLP's delta and what came before it), or the PDL wait without a hand-off.
+    passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
+    if (a.handoff != nullptr) __syncthreads();
+  } else {
     pdl_wait();  // the residual, its partials or delta come from earlier kernels
+  }
   stamp(a.trace, kTraceWaited);
   if constexpr (kLoadsFirst) {
     const auto issue_rest = [&] {
@@ -397,7 +369,10 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   __syncthreads();
   write_row_sums<kThreads>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
-  if constexpr (kHandoff) handoff_reset(a, passed_before);
+  if constexpr (kHandoff) {
+    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
+    handoff_signal(a.handoff_signal);
+  }
 }
 // v21 (norm_gemv_claimed_kernel): v18's ring whose CTAs take part of their groups of 8 rows from a shared queue.
 // Session 19's trace: a CTA resident just before the MLP's end has its two ring groups still in flight at the PDL
@@ -694,19 +669,20 @@ void launch_gemv_norm_v24(const NormGemvArgs& a, cudaStream_t stream) {
 }
 
 // v25_gemv_norm_ring_handoff: v22 whose CTAs, where NormGemvArgs::handoff is set, wait for the previous launch's
-// count of CTAs done (norm_mlp v19's handoff_signal) in place of the PDL wait, and reset it (handoff_wait above);
-// without a hand-off v22. Why: traced at prompt 128 the PDL wait returned 1.4-2.0 us after the MLP's last CTA ended
-// (ITERATIONS.md sessions 16-19), while the QKV GEMV's CTAs sat resident with their rings full; a count is seen one
-// L2 round trip after the last add. With a hand-off only where v22 runs its own kernel (v12's would not reset it).
+// count of CTAs done (norm_mlp v19's handoff_signal) in place of the PDL wait and reset it, and, where
+// handoff_signal is set, count themselves done for the next launch (qkv_attention_o v33); with neither, v22. Why:
+// traced at prompt 128 the PDL wait returned 1.4-2.0 us after the MLP's last CTA ended (ITERATIONS.md sessions
+// 16-19), while the QKV GEMV's CTAs sat resident with their rings full; a count is seen one L2 round trip after the
+// last add. With a hand-off only where v22 runs its own kernel (v12's would neither reset nor signal).
 bool gemv_norm_v25_supports(const NormGemvArgs& a) {
   if (!gemv_norm_v22_supports(a)) return false;
-  return a.handoff == nullptr || (a.k == kLeanK && ring_supports(a) && a.handoff_producers > 0 &&
-                                  a.handoff_poll_ns >= 0 &&
-                                  smem_for<1, 4, kThreads, false, 6>(a) <= size_t(device_optin_smem_bytes()));
+  if (a.handoff == nullptr && a.handoff_signal == nullptr) return true;
+  return a.k == kLeanK && ring_supports(a) && (a.handoff == nullptr || a.handoff_producers > 0) &&
+         a.handoff_poll_ns >= 0 && smem_for<1, 4, kThreads, false, 6>(a) <= size_t(device_optin_smem_bytes());
 }
 
 void launch_gemv_norm_v25(const NormGemvArgs& a, cudaStream_t stream) {
-  if (a.handoff == nullptr) return launch_gemv_norm_v22(a, stream);
+  if (a.handoff == nullptr && a.handoff_signal == nullptr) return launch_gemv_norm_v22(a, stream);
   launch_lean<4, 6, true, false, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 

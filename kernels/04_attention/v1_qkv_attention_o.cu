@@ -62,6 +62,7 @@
 #include "kernels/04_attention/qkv_attention_o_plan.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
+#include "kernels/common/handoff.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/reduce.cuh"
@@ -420,7 +421,8 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
+          bool kCounted = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -659,7 +661,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   stamp(a.trace, kTraceIssued);
-  pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
+  [[maybe_unused]] uint32_t passed_before = 0;
+  if constexpr (kCounted) {
+    // v33: the QKV GEMV's count (qkv, and what came before it), or the PDL wait without a hand-off.
+    passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
+    if (a.handoff != nullptr) __syncthreads();
+  } else {
+    pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
+  }
   stamp(a.trace, kTraceWaited);
   // v3, v4 with l2_prefetch_rows > 0: that many rows past the staged ones go to L2 now, when the QKV GEMV has
   // finished streaming. Default none: all of them (19 MB) measured 4.344 vs 4.283 ms a step at context 128 and
@@ -1418,6 +1427,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   stamp(a.trace, kTraceEnd);
+  if constexpr (kCounted) {
+    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
+    handoff_signal(a.handoff_signal);         // its rows, norm partial and zeroed delta rows for the next MLP
+  }
 #endif
 }
 
@@ -1474,12 +1487,13 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
+          bool kCounted = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging, kHandOff, kTriggerLate>;
+                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1496,20 +1510,21 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
+          bool kCounted = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
   }
 }
 
@@ -1521,7 +1536,8 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
-          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false>
+          bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
+          bool kCounted = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1532,11 +1548,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1833,18 +1849,24 @@ namespace {
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
 // cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31). kTriggerLate: v32's PDL trigger.
-template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false>
+template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
+          bool kCounted = false>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
-  if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) return launch_qkv_attention_o_v9(a, stream);
+  if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
+    if constexpr (kCounted)  // (v33: v9's kernel with the hand-offs)
+      return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
+                            false, 0, false, true>(a, stream);
+    return launch_qkv_attention_o_v9(a, stream);
+  }
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff, kTriggerLate>(a, stream);
+                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff, kTriggerLate>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, stream);
 }
 
 }  // namespace
@@ -1972,6 +1994,23 @@ bool qkv_attention_o_v32_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v32(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_scaled_early<0, false, 0, true>(a, stream);
+}
+
+// v33_qkv_attention_o_counted: v25 with counter hand-offs (kCounted above; kernels/common/handoff.cuh) where
+// QkvAttentionOArgs sets them: its CTAs wait for the QKV GEMV's count of CTAs done (norm_gemv v25's
+// handoff_signal) in place of the PDL wait, and count themselves done for the next MLP (norm_mlp v19's handoff)
+// once their rows, norm partial and zeroed delta rows are written; with neither, v25. Where v25 runs v9's kernel,
+// v9's with the hand-offs. Why: the attention launch's PDL wait returned ~0.9 us after the QKV GEMV's last CTA ended,
+// and the next MLP's 2.0-2.3 us after its own last CTA (ITERATIONS.md sessions 16-19), while the waiting CTAs held
+// their staged rows or full rings. Refuses what v25 refuses, and a wait without producers or a negative pause.
+bool qkv_attention_o_v33_supports(const QkvAttentionOArgs& a) {
+  return qkv_attention_o_v25_supports(a) && (a.handoff == nullptr || a.handoff_producers > 0) &&
+         a.handoff_poll_ns >= 0;
+}
+
+void launch_qkv_attention_o_v33(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.handoff == nullptr && a.handoff_signal == nullptr) return launch_qkv_attention_o_v25(a, stream);
+  launch_scaled_early<0, false, 0, false, true>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

@@ -52,6 +52,7 @@
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/common/check.h"
 #include "kernels/common/dtype.cuh"
+#include "kernels/common/handoff.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/reduce.cuh"
@@ -760,10 +761,11 @@ constexpr int kLeanBatchedGroup = 4, kLeanBatchedStages = 6;
 // L2 one line of each page the CTA touches after it (the residual, the norm partials, the delta copies), so that the
 // SM's address translations for them are warm when the norm's loads go out.
 // kRingGroup, kRingStages (v18, nonzero): a ring of that many stages of that many rows instead of the version's.
-// kSignal (v19): once its reductions are sent, the CTA adds 1 to NormMlpArgs::handoff_signal (where set) with
-// release semantics, for the next launch to wait on instead of this grid's completion.
+// kHandoff (v19): counter hand-offs (kernels/common/handoff.cuh) where NormMlpArgs sets them: the previous launch's
+// count (handoff) in place of the PDL wait, and once its reductions are sent the CTA's count for the next launch
+// (handoff_signal).
 template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false, bool kLate = false,
-          bool kTouchPages = false, int kRingGroup = 0, int kRingStages = 0, bool kSignal = false>
+          bool kTouchPages = false, int kRingGroup = 0, int kRingStages = 0, bool kHandoff = false>
 __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups) {
   static_assert(!kLate || (kPaced && kTokens == 1 && !kNormedInput), "v16: v15's kernel");
   constexpr int kGroup = kRingGroup > 0 ? kRingGroup : kTokens == 1 ? kLeanGroup : kLeanBatchedGroup;
@@ -836,7 +838,14 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
       if (page != nullptr) prefetch_l2_line(page);
     }
   }
-  pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
+  [[maybe_unused]] uint32_t passed_before = 0;
+  if constexpr (kHandoff) {
+    // The attention launch's count (the residual, its norm partials and the zeroed delta), or the PDL wait.
+    passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
+    if (a.handoff != nullptr) __syncthreads();
+  } else {
+    pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
+  }
   stamp(a.trace, kTraceWaited);
   if (!kLate)
     for (int g = before_wait; g < kStages; ++g) issue(g, g);
@@ -891,19 +900,19 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   for (int t = 0; t < kTokens; ++t)
     add_down_partial<1>(reinterpret_cast<const float(&)[1][8]>(down[t]), a, kHidden / 8, t, kTokens);
   stamp(a.trace, kTraceEnd);
-  if constexpr (kSignal) {
-    // Every thread's reductions are issued before the barrier; thread 0's release add orders them all before the
-    // count (red_release_gpu_add's contract), so a CTA that reads the full count sees the whole delta.
-    __syncthreads();
-    if (threadIdx.x == 0 && a.handoff_signal != nullptr) red_release_gpu_add(a.handoff_signal, 1);
+  if constexpr (kHandoff) {
+    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
+    // Every thread's reductions are issued before handoff_signal's barrier, so a CTA that reads the full count sees
+    // the whole delta.
+    handoff_signal(a.handoff_signal);
   }
 }
 
 // v13-v17, v19: mlp_lean_loop on the whole SM (512 threads, up to 128 registers a thread).
 template <int kHidden, int kTokens = 1, bool kNormedInput = false, bool kPaced = false, bool kLate = false,
-          bool kTouchPages = false, bool kSignal = false>
+          bool kTouchPages = false, bool kHandoff = false>
 __global__ void __launch_bounds__(kThreads, 1) mlp_lean_loop_kernel(NormMlpArgs a, int prewait_groups) {
-  mlp_lean_loop<kHidden, kTokens, kNormedInput, kPaced, kLate, kTouchPages, 0, 0, kSignal>(a, prewait_groups);
+  mlp_lean_loop<kHidden, kTokens, kNormedInput, kPaced, kLate, kTouchPages, 0, 0, kHandoff>(a, prewait_groups);
 }
 
 // ---- v18_mlp_split_down_beside: v15 on the part of an SM a qkv_attention_o CTA leaves -----------------------------
@@ -1157,18 +1166,22 @@ void launch_mlp_split_down_v15(const NormMlpArgs& a, cudaStream_t stream) {
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true>, a, max_features(ctas_for(a), a.inter), stream);
 }
 
-// v19_mlp_split_down_handoff: v15 whose CTAs, once their reductions into the delta are sent, add 1 to
-// NormMlpArgs::handoff_signal (where set; else v15's launch), so that the next layer's QKV GEMV (norm_gemv
-// v25_gemv_norm_ring_handoff) goes on when all have, instead of at this grid's completion. Why: the QKV GEMV's PDL
-// wait returned 1.4-2.0 us after the MLP's last CTA ended (ITERATIONS.md sessions 16-19), time in which its CTAs hold
-// full rings and HBM idles; a counter's last add is seen within an L2 round trip. Shapes v15 runs v10 on: refused
-// with a signal (v10 does not add), v15 without.
+// v19_mlp_split_down_handoff: v15 with counter hand-offs (kHandoff above) where NormMlpArgs sets them: its CTAs
+// wait for the attention launch's count (qkv_attention_o v33) in place of the PDL wait, and once their reductions
+// into the delta are sent add 1 to handoff_signal, so that the next layer's QKV GEMV (norm_gemv
+// v25_gemv_norm_ring_handoff) goes on when all have, instead of at this grid's completion; with neither, v15. Why:
+// the QKV GEMV's PDL wait returned 1.4-2.0 us after the MLP's last CTA ended (ITERATIONS.md sessions 16-19), time in
+// which its CTAs hold full rings and HBM idles; a counter's last add is seen within an L2 round trip. Shapes v15
+// runs v10 on: refused with a hand-off (v10 neither waits on nor adds to a count), v15 without.
 bool mlp_split_down_v19_supports(const NormMlpArgs& a) {
-  return mlp_split_down_v15_supports(a) && (a.handoff_signal == nullptr || a.hidden == kLeanLoopHidden);
+  if (!mlp_split_down_v15_supports(a)) return false;
+  if (a.handoff_signal == nullptr && a.handoff == nullptr) return true;
+  return a.hidden == kLeanLoopHidden && a.rows == 1 && a.normed_input == nullptr &&
+         (a.handoff == nullptr || a.handoff_producers > 0) && a.handoff_poll_ns >= 0;
 }
 
 void launch_mlp_split_down_v19(const NormMlpArgs& a, cudaStream_t stream) {
-  if (a.handoff_signal == nullptr) return launch_mlp_split_down_v15(a, stream);
+  if (a.handoff_signal == nullptr && a.handoff == nullptr) return launch_mlp_split_down_v15(a, stream);
   launch_lean(mlp_lean_loop_kernel<kLeanLoopHidden, 1, false, true, false, false, true>, a,
               max_features(ctas_for(a), a.inter), stream);
 }

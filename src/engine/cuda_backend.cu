@@ -267,7 +267,10 @@ struct CudaEngine::Impl {
   DeviceBuffer mlp_delta;   // (copies, tokens, hidden) fp32: the MLP output owed to the residual; zero between steps
   DeviceBuffer mlp_sync;    // 2 words for v3's grid-wide wait, zeroed once (every launch leaves them zero)
   DeviceBuffer qkv_claims;  // 2 words: norm_gemv v21's queue of row groups, zeroed once (each launch leaves them so)
-  DeviceBuffer mlp_handoff;  // 2 words: norm_mlp v19's count for norm_gemv v25, zeroed once (v25 leaves them so)
+  // Counter hand-offs of the batch-1 layer (kernels/common/handoff.cuh), 2 words each, zeroed once (each consumer
+  // leaves its words zero): the MLP's count for the next QKV GEMV (norm_mlp v19 -> norm_gemv v25), the QKV GEMV's for
+  // the attention launch (-> qkv_attention_o v33), the attention launch's for the MLP (-> norm_mlp v19).
+  DeviceBuffer mlp_handoff, qkv_handoff, attention_handoff;
   // (2, CTAs) %globaltimer stamps for v12: layer l reads row (l + 1) % 2 (the previous layer's) and writes row l % 2,
   // so a launch never reads what it writes (NormMlpArgs::lateness_in); zeroed once (no transfer at first).
   DeviceBuffer mlp_lateness;
@@ -497,8 +500,10 @@ void CudaEngine::init() {
     CUDA_CHECK(cudaMemset(m.mlp_sync.as<void>(), 0, m.mlp_sync.bytes()));
     m.qkv_claims = DeviceBuffer(2 * sizeof(uint32_t));  // norm_gemv v21's queue
     CUDA_CHECK(cudaMemset(m.qkv_claims.as<void>(), 0, m.qkv_claims.bytes()));
-    m.mlp_handoff = DeviceBuffer(2 * sizeof(uint32_t));
-    CUDA_CHECK(cudaMemset(m.mlp_handoff.as<void>(), 0, m.mlp_handoff.bytes()));
+    for (DeviceBuffer* words : {&m.mlp_handoff, &m.qkv_handoff, &m.attention_handoff}) {
+      *words = DeviceBuffer(2 * sizeof(uint32_t));
+      CUDA_CHECK(cudaMemset(words->as<void>(), 0, words->bytes()));
+    }
     kernels::NormMlpArgs probe{};
     probe.ctas = options_.mlp_ctas;
     m.mlp_ctas = kernels::norm_mlp_ctas(probe);
@@ -875,6 +880,24 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         return;
       }
     }
+    // Layer L's QKV norm GEMV (layer index l) over h, with the previous MLP's delta where given.
+    const auto qkv_gemv_args = [&](const LayerDevice& L, float* delta, size_t l) {
+      kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
+                              QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
+      a.residual_delta = delta;
+      a.delta_copies = delta ? o.mlp_delta_copies : 1;
+      a.l2_first_bytes = o.qkv_l2_first_bytes / 16 * 16;
+      a.prewait_groups = o.qkv_prewait_groups;
+      a.claims = m.qkv_claims.as<uint32_t>();  // (v21)
+      a.claim_static_groups = o.qkv_claim_static_groups;
+      a.prewait_window = o.qkv_prewait_window;
+      a.late_cta_from = o.qkv_late_cta_from;
+      a.late_prewait_groups = o.qkv_late_prewait_groups;
+      if (o.mlp_trace && m.qkv_trace.bytes() > 0)
+        a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
+                                                   kernels::kNormGemvTraceEvents;
+      return a;
+    };
     // The QKV GEMV's bytes (its weights, input, output and the delta it norms over).
     const auto qkv_norm_bytes = [&](const float* residual_delta) {
       return 2.0 * double((QD + 2 * KVD) * H + rows * H + rows * (QD + 2 * KVD)) +
@@ -910,6 +933,44 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.handoff_rows = o.attention_o_handoff_rows;
       return a;
     };
+    // Counter hand-offs between the layer's launches (kernels/common/handoff.cuh) in place of their PDL waits, each
+    // where the versions on both sides take part (KernelVersion::handoff): MLP -> next QKV GEMV, QKV GEMV ->
+    // attention launch, attention launch -> MLP. Decided below, once the launches' forms are known; a version
+    // without it would ignore the words, and a consumer would then wait for a count nobody makes, or a count be left
+    // set for the next one. *_pending: a count signalled and not yet taken (a launch must take it next).
+    bool mlp_to_qkv = false, qkv_to_attention = false, attention_to_mlp = false;
+    bool mlp_pending = false, qkv_pending = false, attention_pending = false;
+    uint32_t* const mlp_words = m.mlp_handoff.as<uint32_t>();
+    uint32_t* const qkv_words = m.qkv_handoff.as<uint32_t>();
+    uint32_t* const attention_words = m.attention_handoff.as<uint32_t>();
+    const int64_t attention_ctas = kernels::qkv_attention_o_partials(H, c.num_kv_heads);
+    const auto count_handoff = [&] {
+      if (m.counting) ++*m.handoff_counter;
+    };
+    const auto add_attention_handoffs = [&](kernels::QkvAttentionOArgs& a) {
+      if (qkv_pending) {
+        a.handoff = qkv_words;
+        a.handoff_producers = int32_t(kernels::device_sm_count());  // (norm_gemv v25's grid)
+        a.handoff_poll_ns = o.handoff_poll_ns;
+      }
+      if (attention_to_mlp) a.handoff_signal = attention_words;
+    };
+    const auto took_attention_handoffs = [&](const kernels::QkvAttentionOArgs& a) {
+      if (a.handoff != nullptr) count_handoff();
+      qkv_pending = false;
+      attention_pending = a.handoff_signal != nullptr;
+    };
+    const auto add_mlp_handoffs = [&](kernels::NormMlpArgs& a, bool signal) {
+      if (attention_pending) {
+        a.handoff = attention_words;
+        a.handoff_producers = int32_t(attention_ctas);
+        a.handoff_poll_ns = o.handoff_poll_ns;
+        count_handoff();
+      }
+      attention_pending = false;
+      if (signal && mlp_to_qkv) a.handoff_signal = mlp_words;
+      mlp_pending = a.handoff_signal != nullptr;
+    };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
                                        int64_t& partial_count, float* residual_delta, bool with_qkv) {
       if (!m.attention_o || !m.decode_qkv_attention) return false;  // (qkv_attention off: the unfused attention)
@@ -934,9 +995,11 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.qkv_partial_count = partial_count;
         a.qkv_out = m.qkv.as<bf16>();
       }
+      if (!with_qkv) add_attention_handoffs(a);
       if (!m.attention_o->takes(a)) return false;
       if (with_qkv && !m.attention_o->supports) return false;  // (a version that cannot say it takes the QKV)
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
+      if (!with_qkv) took_attention_handoffs(a);
       // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
       m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD) +
                                      (residual_delta ? 8.0 * double(o.mlp_delta_copies * H) : 0.0) +
@@ -1009,20 +1072,44 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         mlp_with_o = !mlp_in_one_launch && m.mlp->supports && m.mlp->takes(mlp_with_o_args(m.layers[0]));
       }
     }
-    // The MLP -> next QKV GEMV hand-off through a counter (norm_mlp v19 -> norm_gemv v25), where both chosen
-    // versions take part and both launches run: a version without it would ignore the words, and a QKV GEMV would
-    // then wait for a count no MLP makes (or an MLP leave a count no QKV GEMV resets).
-    bool mlp_qkv_handoff = mlp_in_one_launch && !mlp_runs_next_qkv && m.mlp->handoff && m.norm_gemv->handoff &&
-                           kept("mlp_split_down") && kept("gemm_qkv_norm");
-    if (mlp_qkv_handoff) {
-      kernels::NormMlpArgs a = mlp_args(m.layers[0], nullptr);
-      a.handoff_signal = m.mlp_handoff.as<uint32_t>();
-      mlp_qkv_handoff = m.mlp->takes(a);
+    // The hand-offs (above): only in the batch-1 layer of three launches (the QKV GEMV, the attention launch, the
+    // one-launch MLP), each where both sides' versions take part and both launches run; all off where one of the
+    // three chosen versions refuses its hand-off fields at this shape (norm_mlp v19 and norm_gemv v25 take hidden
+    // 4096 only).
+    if (mlp_in_one_launch && !mlp_runs_next_qkv && m.attention_o) {
+      const bool mlp_hands_off = m.mlp->handoff && kept("mlp_split_down");
+      const bool qkv_hands_off = m.norm_gemv->handoff && kept("gemm_qkv_norm");
+      const bool attention_hands_off = m.attention_o->handoff && kept("qkv_attention_o");
+      mlp_to_qkv = mlp_hands_off && qkv_hands_off;
+      qkv_to_attention = qkv_hands_off && attention_hands_off;
+      attention_to_mlp = attention_hands_off && mlp_hands_off;
+      kernels::NormMlpArgs mlp_probe = mlp_args(m.layers[0], nullptr);
+      if (attention_to_mlp) {
+        mlp_probe.handoff = attention_words;
+        mlp_probe.handoff_producers = int32_t(attention_ctas);
+        mlp_probe.handoff_poll_ns = o.handoff_poll_ns;
+      }
+      if (mlp_to_qkv) mlp_probe.handoff_signal = mlp_words;
+      kernels::NormGemvArgs qkv_probe = qkv_gemv_args(m.layers[0], m.mlp_delta.as<float>(), 0);
+      if (mlp_to_qkv) {
+        qkv_probe.handoff = mlp_words;
+        qkv_probe.handoff_producers = int32_t(m.mlp_ctas);
+        qkv_probe.handoff_poll_ns = o.handoff_poll_ns;
+      }
+      if (qkv_to_attention) qkv_probe.handoff_signal = qkv_words;
+      kernels::QkvAttentionOArgs attention_probe =
+          attention_o_args(m.layers[0], m.k_cache(), m.v_cache(), partials);
+      attention_probe.residual_delta = m.mlp_delta.as<float>();
+      attention_probe.delta_copies = o.mlp_delta_copies;
+      qkv_pending = qkv_to_attention;  // (as at layer 1, for the probe)
+      add_attention_handoffs(attention_probe);
+      qkv_pending = false;
+      if (!m.mlp->takes(mlp_probe) || !m.norm_gemv->takes(qkv_probe) || !m.attention_o->takes(attention_probe))
+        mlp_to_qkv = qkv_to_attention = attention_to_mlp = false;
     }
     // The one-launch MLP's bytes: gate|up and down rows, h and the norm weight, the delta written and read.
     const double mlp_bytes = 2.0 * double(3 * I * H + 2 * H) + 4.0 * double(2 * H);
     float* pending_delta = nullptr;  // the previous layer's MLP output, not yet in h
-    bool handoff_pending = false;    // the previous layer's MLP counts its CTAs for this layer's QKV GEMV
     bool qkv_ready = false;          // the previous layer's MLP launch computed this layer's QKV (v3)
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const LayerDevice& L = m.layers[l];
@@ -1036,36 +1123,27 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       }
       if (!qkv_ready && !attention_o_ran) {
         if (kept("gemm_qkv_norm")) {
-          kernels::NormGemvArgs a{h, partials, partial_count, L.input_norm, eps, L.wqkv, m.qkv.as<bf16>(), rows,
-                                  QD + 2 * KVD, H, trigger("gemm_qkv_norm")};
-          a.residual_delta = pending_delta;
-          a.delta_copies = pending_delta ? o.mlp_delta_copies : 1;
-          a.l2_first_bytes = o.qkv_l2_first_bytes / 16 * 16;
-          a.prewait_groups = o.qkv_prewait_groups;
-          a.claims = m.qkv_claims.as<uint32_t>();  // (v21)
-          a.claim_static_groups = o.qkv_claim_static_groups;
-          a.prewait_window = o.qkv_prewait_window;
-          a.late_cta_from = o.qkv_late_cta_from;
-          a.late_prewait_groups = o.qkv_late_prewait_groups;
-          if (o.mlp_trace && m.qkv_trace.bytes() > 0)
-            a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
-                                                       kernels::kNormGemvTraceEvents;
-          if (handoff_pending) {
-            a.handoff = m.mlp_handoff.as<uint32_t>();
+          kernels::NormGemvArgs a = qkv_gemv_args(L, pending_delta, l);
+          if (mlp_pending) {
+            a.handoff = mlp_words;
             a.handoff_producers = int32_t(m.mlp_ctas);
             a.handoff_poll_ns = o.handoff_poll_ns;
-            if (!m.norm_gemv->takes(a))  // (another version would leave the count set)
-              throw std::logic_error("run_layers: the QKV GEMV version does not take the MLP's hand-off");
+          }
+          if (qkv_to_attention) a.handoff_signal = qkv_words;
+          if (a.handoff || a.handoff_signal) {
+            if (!m.norm_gemv->takes(a))  // (another version would leave a count set or wait for none)
+              throw std::logic_error("run_layers: the QKV GEMV version does not take its hand-offs");
             m.norm_gemv->launch(a, s);
-            handoff_pending = false;
-            if (m.counting) ++*m.handoff_counter;
+            if (a.handoff) count_handoff();
           } else {
             launch_or_first(m.norm_gemv, kernels::norm_gemv_versions(), a);
           }
+          mlp_pending = false;
+          qkv_pending = a.handoff_signal != nullptr;
         }
         m.count("gemm_qkv_norm", qkv_norm_bytes(pending_delta));
       }
-      if (handoff_pending)  // (the layer's QKV ran in another launch, which would leave the MLP's count set)
+      if (mlp_pending)  // (the layer's QKV ran in another launch, which would leave the MLP's count set)
         throw std::logic_error("run_layers: the MLP's hand-off was left without the QKV GEMV to take it");
       qkv_ready = false;
       if (mlp_with_o && l + 1 < m.layers.size()) {
@@ -1084,11 +1162,10 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       pending_delta = nullptr;
       if (mlp_in_one_launch && l + 1 < m.layers.size()) {
         const LayerDevice* next = mlp_runs_next_qkv ? &m.layers[l + 1] : nullptr;
+        if (qkv_pending || attention_pending != attention_to_mlp)
+          throw std::logic_error("run_layers: a hand-off was left without the launch to take it");
         kernels::NormMlpArgs a = mlp_args(L, next);
-        if (mlp_qkv_handoff) {
-          a.handoff_signal = m.mlp_handoff.as<uint32_t>();
-          handoff_pending = true;
-        }
+        add_mlp_handoffs(a, true);
         if (kept("mlp_split_down")) m.mlp->launch(a, s);
         // With the next QKV GEMV: its weights and output, and the delta read once more.
         m.count("mlp_split_down", mlp_bytes + (next ? 2.0 * double((QD + 2 * KVD) * (H + 1) + H) + 4.0 * double(H)
@@ -1099,7 +1176,11 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       }
       if (mlp_in_one_launch && attention_o_ran && L.w_down_t && !mlp_runs_next_qkv) {
         // The last layer: the same MLP launch, then h += delta (the delta zeroed) and the final norm into x.
-        if (kept("mlp_split_down")) m.mlp->launch(mlp_args(L, nullptr), s);
+        if (qkv_pending || attention_pending != attention_to_mlp)
+          throw std::logic_error("run_layers: a hand-off was left without the launch to take it");
+        kernels::NormMlpArgs a = mlp_args(L, nullptr);
+        add_mlp_handoffs(a, false);  // (the final norm takes the PDL wait)
+        if (kept("mlp_split_down")) m.mlp->launch(a, s);
         m.count("mlp_split_down", mlp_bytes);
         add_delta_rmsnorm(m.final_norm, nullptr, kept("add_delta_rmsnorm"));
         return;

@@ -272,25 +272,35 @@ TEST(EngineBatch, BatchedMlpMatchesFourLaunches) {
   }
 }
 
-// The MLP -> next QKV GEMV hand-off through a counter (EngineOptions::decode_mlp v19_mlp_split_down_handoff with
-// norm_gemv v25_gemv_norm_ring_handoff, whose kernels take hidden 4096 only: a random Qwen3-8B-shaped model cut to 3
-// layers, hand-offs into layers 1 and 2) against the same model and seed with the defaults' PDL waits, batch 1,
-// graph-captured decode steps. Step by step the logits agree within the golden bound and the greedy tokens match
-// except at a near-tie of the reference (as BatchedMlpMatchesFourLaunches: the MLP's fp32 reductions meet in no fixed
-// order, so the bits may differ); a QKV GEMV that went on before every MLP CTA had added would norm part of the delta.
-// The hand-off must have run: 2 a step, 0 in the reference (handoffs_per_decode_step). With a pause between polls
-// too. Where the device has no one-launch MLP (before sm_90) neither hands off, and only that is checked.
-TEST(EngineHandoff, MlpToQkvMatchesPdlWait) {
+// Counter hand-offs between the batch-1 layer's launches in place of their PDL waits (kernels/common/handoff.cuh):
+// decode_mlp v19_mlp_split_down_handoff with norm_gemv v25_gemv_norm_ring_handoff (the MLP -> next QKV GEMV hand-off
+// alone), and with decode_attention_o v33_qkv_attention_o_counted too (all three: QKV GEMV -> attention -> MLP ->
+// next QKV GEMV), against the same model and seed with the defaults' PDL waits, batch 1, graph-captured decode
+// steps. v19 and v25 take hidden 4096 only: a random Qwen3-8B-shaped model cut to 3 layers. Step by step the logits
+// agree within the golden bound and the greedy tokens match except at a near-tie of the reference (as
+// BatchedMlpMatchesFourLaunches: the MLP's fp32 reductions meet in no fixed order, so the bits may differ); a launch
+// that went on before every CTA of the one before had counted itself would read part of its output. The hand-offs
+// must have run: 2 a step for the first pair (into layers 1 and 2), 8 for all three (3 a layer but the first QKV
+// GEMV's wait, after the embedding), 0 in the reference (handoffs_per_decode_step). With a pause between polls too.
+// Before sm_90 (no one-launch MLP) nothing hands off, and only that is checked.
+TEST(EngineHandoff, CountedLaunchesMatchPdlWaits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
   config.num_layers = 3;
-  const auto make = [&](bool handoff, int32_t poll_ns) {
+  struct Config {
+    const char* name;
+    bool attention;  // v33 as well
+    int32_t poll_ns;
+    int64_t handoffs;  // a step, on sm_90
+  };
+  const auto make = [&](const Config* with) {
     EngineOptions options;
     options.context = 64;
-    if (handoff) {
+    if (with) {
       options.decode_mlp = "v19_mlp_split_down_handoff";
       options.norm_gemv = "v25_gemv_norm_ring_handoff";
-      options.handoff_poll_ns = poll_ns;
+      if (with->attention) options.decode_attention_o = "v33_qkv_attention_o_counted";
+      options.handoff_poll_ns = with->poll_ns;
     }
     auto engine = std::make_unique<CudaEngine>(config, 7, options);
     SamplingParams greedy;
@@ -300,22 +310,25 @@ TEST(EngineHandoff, MlpToQkvMatchesPdlWait) {
     engine->prefill(0, std::vector<int32_t>{5, 6, 7, 8});
     return engine;
   };
-  for (const int32_t poll_ns : {0, 200}) {
-    SCOPED_TRACE("handoff_poll_ns " + std::to_string(poll_ns));
-    auto handoff = make(true, poll_ns);
-    auto reference = make(false, 0);
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  const int64_t L = config.num_layers;
+  for (const Config& with : {Config{"mlp -> qkv", false, 0, L - 1}, Config{"all three", true, 0, 3 * L - 1},
+                             Config{"all three, 200 ns polls", true, 200, 3 * L - 1}}) {
+    SCOPED_TRACE(with.name);
+    auto counted = make(&with);
+    auto reference = make(nullptr);
     bool diverged = false;
     for (int step = 0; step < 6 && !diverged; ++step) {
-      const auto got_tokens = handoff->decode(1, 1);
+      const auto got_tokens = counted->decode(1, 1);
       const auto want_tokens = reference->decode(1, 1);
       std::vector<float> got, want;
-      for (const uint16_t b : handoff->last_logits_bits(0)) got.push_back(bf16_to_f32(b));
+      for (const uint16_t b : counted->last_logits_bits(0)) got.push_back(bf16_to_f32(b));
       for (const uint16_t b : reference->last_logits_bits(0)) want.push_back(bf16_to_f32(b));
       double max_diff = 0;
       for (size_t i = 0; i < want.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got[i] - want[i])));
       const double scale = max_abs(want), rel = max_diff / scale;
-      std::printf("[ mlp -> qkv hand-off, poll %d ns, step %d ] logits max|diff|/max|ref| = %.3e\n", poll_ns, step,
-                  rel);
+      std::printf("[ hand-offs %s, step %d ] logits max|diff|/max|ref| = %.3e\n", with.name, step, rel);
       EXPECT_LE(rel, kLogitsRelBound) << "step " << step;
       if (got_tokens[0] != want_tokens[0]) {
         std::vector<float> sorted = want;
@@ -326,13 +339,11 @@ TEST(EngineHandoff, MlpToQkvMatchesPdlWait) {
       }
     }
     EXPECT_EQ(reference->handoffs_per_decode_step(), 0);
-    int major = 0;
-    ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
     if (major >= 9) {  // (the one-launch MLP runs from sm_90)
-      EXPECT_EQ(handoff->handoffs_per_decode_step(), config.num_layers - 1);
+      EXPECT_EQ(counted->handoffs_per_decode_step(), with.handoffs);
     } else {
-      EXPECT_EQ(handoff->handoffs_per_decode_step(), 0);
-      std::printf("[ mlp -> qkv hand-off ] no one-launch MLP on this device: neither engine hands off\n");
+      EXPECT_EQ(counted->handoffs_per_decode_step(), 0);
+      std::printf("[ hand-offs ] no one-launch MLP on this device: nothing hands off\n");
     }
   }
 }
