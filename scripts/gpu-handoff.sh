@@ -2,10 +2,10 @@
 # Counter hand-offs between the batch-1 layer's launches in place of their PDL waits (kernels/common/handoff.cuh):
 # norm_mlp v19_mlp_split_down_handoff with norm_gemv v25_gemv_norm_ring_handoff (MLP -> next QKV GEMV), and with
 # qkv_attention_o v33_qkv_attention_o_counted too (all three boundaries), against the defaults, in one device call on
-# prebuilt binaries: the kernel test (NormMlpHandsOffToNormGemv, and the versions through the NormMlp / NormGemv
-# suites), the engine test (EngineHandoff), then interleaved benches: at prompts 128 and 1024 three rounds of the
-# default, the MLP -> QKV hand-off, all three, all three with a 200 ns pause between polls, and qkv_attention_o v32;
-# at 512 and 2048 two rounds of the default and all three.
+# prebuilt binaries: the kernel test (NormMlpHandsOffToNormGemv), the engine test (EngineHandoff), then interleaved
+# benches: at prompts 128 and 1024 three rounds of the default, the MLP -> QKV hand-off, all three, all three with a
+# 200 ns pause between polls, and qkv_attention_o v32; at 512 and 2048 two rounds of the default and all three; then
+# one traced step of each at prompt 128 (bench/layer_timeline.py).
 #
 # Usage: scripts/gpu-handoff.sh [BIN_DIR]   (default build/h200/bin; BUDGET=330 s of benches; writes $OUT, else
 #        build/gpu-handoff). Prints each tag's step times in ms, its best, and the default's best over it (> 1:
@@ -19,10 +19,11 @@ mkdir -p "$OUT_DIR"
 RESULTS=$OUT_DIR/handoff.jsonl
 : > "$RESULTS"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
-TESTS=GpuTest.NormMlpHandsOffToNormGemv:GpuTest.NormMlpMatchesReference
-TESTS+=:GpuTest.NormGemvMatchesReference:GpuTest.NormGemvWithResidualDelta
-QWEN3_GPU_TESTS_VERSIONS=v19_mlp_split_down_handoff,v25_gemv_norm_ring_handoff timeout 240 "$BIN/qwen3_gpu_tests" \
-  --gtest_filter="$TESTS" > "$OUT_DIR/kernel-tests.txt" 2>&1
+# (Without hand-off fields v19 / v25 / v33 launch v15 / v22 / v25, which the NormMlp / NormGemv / QkvAttentionO
+# suites cover; TESTS=... adds them.)
+QWEN3_GPU_TESTS_VERSIONS=v19_mlp_split_down_handoff,v25_gemv_norm_ring_handoff,v33_qkv_attention_o_counted \
+  timeout 240 "$BIN/qwen3_gpu_tests" --gtest_filter="${TESTS:-GpuTest.NormMlpHandsOffToNormGemv}" \
+  > "$OUT_DIR/kernel-tests.txt" 2>&1
 echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
   "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
 timeout 240 "$BIN/qwen3_engine_tests" --gtest_filter='EngineHandoff.*' > "$OUT_DIR/engine-tests.txt" 2>&1
@@ -49,4 +50,18 @@ for _ in 1 2; do
     bench all3 "$prompt" "${ALL3[@]}"
   done
 done
+# One traced step each of the default and all three hand-offs (bench/layer_timeline.py: the layer's spans).
+mkdir -p "$OUT_DIR/traces"
+for tag in default all3; do
+  flags=()
+  [ "$tag" = all3 ] && flags=("${ALL3[@]}")
+  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
+    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
+    > /dev/null 2>> "$OUT_DIR/bench.err"
+  echo "== layer timeline: $tag" >> "$OUT_DIR/timelines.txt"
+  python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json" \
+    >> "$OUT_DIR/timelines.txt" 2>&1
+done
+(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+cat "$OUT_DIR/timelines.txt"
 step_table default
