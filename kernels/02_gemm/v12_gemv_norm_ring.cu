@@ -673,7 +673,10 @@ void launch_gemv_norm_v24(const NormGemvArgs& a, cudaStream_t stream) {
 // handoff_signal is set, count themselves done for the next launch (qkv_attention_o v33); with neither, v22. Why:
 // traced at prompt 128 the PDL wait returned 1.4-2.0 us after the MLP's last CTA ended (ITERATIONS.md sessions
 // 16-19), while the QKV GEMV's CTAs sat resident with their rings full; a count is seen one L2 round trip after the
-// last add. With a hand-off only where v22 runs its own kernel (v12's would neither reset nor signal).
+// last add. With a hand-off only where v22 runs its own kernel (v12's would neither reset nor signal). Measured (H100,
+// ITERATIONS.md session 30): slower. Its first CTA passed the count 1.45 us after the MLP's last CTA ended, against
+// 1.11 for the PDL wait (the poll is a load, queued behind the CTA's paced ring groups); with v19 0.993x / 0.991x of
+// the default at prompts 128 / 1024.
 bool gemv_norm_v25_supports(const NormGemvArgs& a) {
   if (!gemv_norm_v22_supports(a)) return false;
   if (a.handoff == nullptr && a.handoff_signal == nullptr) return true;

@@ -1172,7 +1172,10 @@ void launch_mlp_split_down_v15(const NormMlpArgs& a, cudaStream_t stream) {
 // v25_gemv_norm_ring_handoff) goes on when all have, instead of at this grid's completion; with neither, v15. Why:
 // the QKV GEMV's PDL wait returned 1.4-2.0 us after the MLP's last CTA ended (ITERATIONS.md sessions 16-19), time in
 // which its CTAs hold full rings and HBM idles; a counter's last add is seen within an L2 round trip. Shapes v15
-// runs v10 on: refused with a hand-off (v10 neither waits on nor adds to a count), v15 without.
+// runs v10 on: refused with a hand-off (v10 neither waits on nor adds to a count), v15 without. Measured (H100,
+// ITERATIONS.md session 30): slower. With v25 alone 0.993x / 0.991x of the default at prompts 128 / 1024; with v33
+// too its mean CTA passed the attention's count 5.71 us after the attention launch's last CTA ended, against 2.99
+// for the PDL wait (the poll waits behind the ring groups the CTA just issued).
 bool mlp_split_down_v19_supports(const NormMlpArgs& a) {
   if (!mlp_split_down_v15_supports(a)) return false;
   if (a.handoff_signal == nullptr && a.handoff == nullptr) return true;
