@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 5's H200 numbers in one short device call on prebuilt binaries, only on an H200 (on any other card it prints
+# the card and exits 0 at once, so a lease that came back on an H100 costs only its start): measure_peaks, then
+# qkv_attention_o v32 against v25 (the default) at prompts 128 / 512 / 1024 / 2048 over three interleaved rounds and
+# at 8192 once, then the default at batch 2 / 4 / 8 (prompt 128).
+#
+# Usage: scripts/gpu-h200-v32.sh [BIN_DIR]   (default build/h200/bin: qwen3 and measure_peaks; BUDGET=240 s of
+#        benches; writes $OUT, else build/gpu-h200-v32). Prints each tag's step times in ms, its best, and v25's best
+#        over it (> 1: faster) last.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${1:-build/h200/bin}
+OUT_DIR=${OUT:-build/gpu-h200-v32}
+BUDGET=${BUDGET:-240}
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "$GPU"
+case "$GPU" in
+  *H200*) ;;
+  *) echo "not an H200: nothing run"; exit 0 ;;
+esac
+mkdir -p "$OUT_DIR"
+RESULTS=$OUT_DIR/v32-h200.jsonl
+: > "$RESULTS"
+timeout 120 "$BIN/measure_peaks" --out "$OUT_DIR" > "$OUT_DIR/peaks.txt" 2>&1
+tail -4 "$OUT_DIR/peaks.txt"
+PEAK=$(python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
+print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530)
+echo "read peak: $PEAK GB/s"
+COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
+V32=(--attention-o v32_qkv_attention_o_trigger_late)
+START=$(date +%s)
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+for _ in 1 2 3; do
+  for prompt in 128 512 1024 2048; do
+    bench v25 "$prompt"
+    bench v32 "$prompt" "${V32[@]}"
+  done
+done
+bench v25 8192
+bench v32 8192 "${V32[@]}"
+for batch in 2 4 8; do
+  bench "v25_batch$batch" 128 --batch "$batch"
+done
+step_table v25
