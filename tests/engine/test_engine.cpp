@@ -66,18 +66,23 @@ TEST_P(EngineGolden, LogitsArgmaxAndGreedyMatchTransformers) {
   // "persistent": the fast path with the one-launch decode layer stack; "attention_o": with the attention and the
   // o projection in one launch (the newest version); "wavefront": with v8, which also takes the QKV projection into
   // that launch; "mlp": with the newest batch-1 one-launch MLP; "mlp_off": the fast path with the MLP as two GEMVs
-  // (each where the device supports it; elsewhere the same as fast).
+  // (each where the device supports it; elsewhere the same as fast). "Newest" skips the counter hand-off versions
+  // (KernelVersion::handoff), which run their base version here (EngineHandoff runs them with their hand-offs).
   const std::string& path = GetParam().path;
   const bool persistent = path == "persistent", attention_o = path == "attention_o";
   const bool variant = persistent || attention_o || path == "wavefront" || path == "mlp" || path == "mlp_off";
   EngineOptions options = EngineOptions::preset(variant ? "fast" : path);
   if (persistent) options.decode_layers = "v1_decode_layers_persistent";
-  if (attention_o) options.decode_attention_o = kernels::qkv_attention_o_versions().back().name;  // the newest
+  if (attention_o) {
+    const auto& versions = kernels::qkv_attention_o_versions();
+    options.decode_attention_o =
+        std::find_if(versions.rbegin(), versions.rend(), [](const auto& v) { return !v.handoff; })->name;
+  }
   if (path == "wavefront") options.decode_attention_o = "v8_qkv_attention_o_wavefront";
   if (path == "mlp") {  // the newest batch-1 version (v14 and later batched ones take normed inputs of 2 tokens)
     const auto& mlps = kernels::norm_mlp_versions();
     options.decode_mlp = std::find_if(mlps.rbegin(), mlps.rend(), [](const auto& v) {
-                           return std::string_view(v.name).find("batched") == std::string_view::npos;
+                           return !v.handoff && std::string_view(v.name).find("batched") == std::string_view::npos;
                          })->name;
   }
   if (path == "mlp_off") options.decode_mlp = "off";
