@@ -675,8 +675,8 @@ void launch_gemv_norm_v24(const NormGemvArgs& a, cudaStream_t stream) {
 // 16-19), while the QKV GEMV's CTAs sat resident with their rings full; a count is seen one L2 round trip after the
 // last add. With a hand-off only where v22 runs its own kernel (v12's would neither reset nor signal). Measured (H100,
 // ITERATIONS.md session 30): slower. Its first CTA passed the count 1.45 us after the MLP's last CTA ended, against
-// 1.11 for the PDL wait (the poll is a load, queued behind the CTA's paced ring groups); with v19 0.993x / 0.991x of
-// the default at prompts 128 / 1024.
+// 1.11 for the PDL wait (1.25 against 0.77 with 2 ring groups before the wait); with v19 0.993x / 0.991x of the
+// default at prompts 128 / 1024.
 bool gemv_norm_v25_supports(const NormGemvArgs& a) {
   if (!gemv_norm_v22_supports(a)) return false;
   if (a.handoff == nullptr && a.handoff_signal == nullptr) return true;

@@ -2004,8 +2004,8 @@ void launch_qkv_attention_o_v32(const QkvAttentionOArgs& a, cudaStream_t stream)
 // and the next MLP's 2.0-2.3 us after its own last CTA (ITERATIONS.md sessions 16-19), while the waiting CTAs held
 // their staged rows or full rings. Refuses what v25 refuses, and a wait without producers or a negative pause.
 // Measured (H100, ITERATIONS.md session 30), all three hand-offs (v19, v25, v33) against the defaults' PDL waits:
-// 0.991x / 0.989x / 0.988x / 0.989x at prompts 128 / 512 / 1024 / 2048; every boundary released later (a polled
-// count is a load, queued behind the consumer CTA's weight copies; the PDL wait moves no bytes).
+// 0.991x / 0.989x / 0.988x / 0.989x at prompts 128 / 512 / 1024 / 2048; every boundary released later than with the
+// PDL wait (kernels/common/handoff.cuh).
 bool qkv_attention_o_v33_supports(const QkvAttentionOArgs& a) {
   return qkv_attention_o_v25_supports(a) && (a.handoff == nullptr || a.handoff_producers > 0) &&
          a.handoff_poll_ns >= 0;

@@ -1175,7 +1175,7 @@ void launch_mlp_split_down_v15(const NormMlpArgs& a, cudaStream_t stream) {
 // runs v10 on: refused with a hand-off (v10 neither waits on nor adds to a count), v15 without. Measured (H100,
 // ITERATIONS.md session 30): slower. With v25 alone 0.993x / 0.991x of the default at prompts 128 / 1024; with v33
 // too its mean CTA passed the attention's count 5.71 us after the attention launch's last CTA ended, against 2.99
-// for the PDL wait (the poll waits behind the ring groups the CTA just issued).
+// for the PDL wait.
 bool mlp_split_down_v19_supports(const NormMlpArgs& a) {
   if (!mlp_split_down_v15_supports(a)) return false;
   if (a.handoff_signal == nullptr && a.handoff == nullptr) return true;

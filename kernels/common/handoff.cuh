@@ -4,9 +4,10 @@
 // batch-1 decode step came 1.4-2.0 us after the MLP's last CTA ended and ~0.9 us after the QKV GEMV's (traces,
 // ITERATIONS.md sessions 16-19), while the next launch's CTAs sat resident with their weight rings full. A count
 // that every producer CTA raises as its last act can be seen one L2 round trip after the last raise.
-// Measured (H100, ITERATIONS.md session 30): it is not. The poll is a load, and it leaves the SM behind the
-// consumer CTA's weight copies in flight: every boundary released later than with PDL's wait (the QKV GEMV's first
-// CTA 1.45 us after the MLP's last against 1.11), and the step took 0.988x-0.993x. Kept for the record.
+// Measured (H100, ITERATIONS.md session 30): it is not. Every boundary released later than with PDL's wait (the QKV
+// GEMV's first CTA 1.45 us after the MLP's last against 1.11; 1.25 against 0.77 with fewer copies in flight), and
+// the step took 0.988x-0.993x: the producer's release add waits for its CTA's writes to be performed and the poll
+// is an L2 round trip, where the hardware's release needs neither. Kept for the record.
 //
 // Protocol, per hand-off: two words in device memory, zero before the producer's first launch. Every producer CTA,
 // once all its outputs are written (a barrier, then one thread), adds 1 to words[0] with release semantics
