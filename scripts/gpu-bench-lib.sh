@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Shared by the one-call device measurements (scripts/gpu-beside.sh, scripts/gpu-v32.sh): source it after setting
-# BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches), START (date +%s) and COMMON
-# (the `qwen3 bench` flags every run shares).
+# Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh):
+# source it after setting BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches),
+# START (date +%s) and COMMON (the `qwen3 bench` flags every run shares).
 
 # bench TAG PROMPT_LEN FLAGS...: one `qwen3 bench` run, its JSON line tagged into $RESULTS; none once the budget is
 # spent.
@@ -11,6 +11,20 @@ bench() {
   if (($(date +%s) - START > BUDGET)); then echo "bench $tag $prompt skipped: past the ${BUDGET} s budget"; return; fi
   timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len "$prompt" "$@" 2>> "$OUT_DIR/bench.err" |
     sed "s/^{/{\"tag\":\"$tag\",/" >> "$RESULTS" || echo "bench $tag failed: $(tail -1 "$OUT_DIR/bench.err")"
+}
+
+# v32_against_v25 PROMPT...: qkv_attention_o v32 (tag v32) against the default v25 (tag v25) at each prompt over
+# three interleaved rounds, then at 8192 once (scripts/gpu-v32.sh, scripts/gpu-h200-v32.sh).
+v32_against_v25() {
+  local v32=(--attention-o v32_qkv_attention_o_trigger_late) prompt
+  for _ in 1 2 3; do
+    for prompt in "$@"; do
+      bench v25 "$prompt"
+      bench v32 "$prompt" "${v32[@]}"
+    done
+  done
+  bench v25 8192
+  bench v32 8192 "${v32[@]}"
 }
 
 # step_table BASE_TAG: each tag's step times in ms by prompt, its best, and the best against BASE_TAG's best at the

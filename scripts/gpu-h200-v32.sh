@@ -27,18 +27,10 @@ PEAK=$(python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/
 print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530)
 echo "read peak: $PEAK GB/s"
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
-V32=(--attention-o v32_qkv_attention_o_trigger_late)
 START=$(date +%s)
 # shellcheck source=scripts/gpu-bench-lib.sh
 source scripts/gpu-bench-lib.sh
-for _ in 1 2 3; do
-  for prompt in 128 512 1024 2048; do
-    bench v25 "$prompt"
-    bench v32 "$prompt" "${V32[@]}"
-  done
-done
-bench v25 8192
-bench v32 8192 "${V32[@]}"
+v32_against_v25 128 512 1024 2048
 for batch in 2 4 8; do
   bench "v25_batch$batch" 128 --batch "$batch"
 done

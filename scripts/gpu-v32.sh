@@ -31,12 +31,5 @@ for _ in 1 2; do
     bench v32_smem226 "$prompt" "${V32[@]}" --attention-o-smem-kb 226
   done
 done
-for _ in 1 2 3; do
-  for prompt in 512 2048 128 1024; do
-    bench v25 "$prompt"
-    bench v32 "$prompt" "${V32[@]}"
-  done
-done
-bench v25 8192
-bench v32 8192 "${V32[@]}"
+v32_against_v25 512 2048 128 1024
 step_table v25

@@ -272,7 +272,7 @@ __device__ __forceinline__ void touch_chain_pages(const NormGemvArgs& a, const b
 // kLoadsFirst (v23): the first groups not issued before the wait go out after the norm's loads are sent, so that
 // those loads are not queued behind them (at most kMaxDeltaCopiesL2First delta copies, kPartialsPerLane x 32
 // partials: gemv_norm_v23_takes); the same bits. kTouchPages (v24): touch_chain_pages(a, y_rows) before the wait.
-// kHandoff (v25): handoff_wait in place of the PDL wait; returns its result (0 otherwise).
+// kHandoff (v25): handoff_wait in place of the PDL wait; returns its result for handoff_finish (0 otherwise).
 template <int kK, bool kPaced = false, bool kLoadsFirst = false, bool kTouchPages = false, bool kHandoff = false,
           class Issue>
 __device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int before_wait, int in_flight,
@@ -286,7 +286,6 @@ __device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int bef
   if constexpr (kHandoff) {
     // The previous launch's count (the MLP's delta and what came before it), or the PDL wait without a hand-off.
     passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
-    if (a.handoff != nullptr) __syncthreads();
   } else {
     pdl_wait();  // the residual, its partials or delta come from earlier kernels
   }
@@ -369,10 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   __syncthreads();
   write_row_sums<kThreads>(dots, dots_stride, rows, a.y + row0);
   stamp(a.trace, kTraceEnd);
-  if constexpr (kHandoff) {
-    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
-    handoff_signal(a.handoff_signal);
-  }
+  if constexpr (kHandoff) handoff_finish(a.handoff, passed_before, a.handoff_signal);
 }
 // v21 (norm_gemv_claimed_kernel): v18's ring whose CTAs take part of their groups of 8 rows from a shared queue.
 // Session 19's trace: a CTA resident just before the MLP's end has its two ring groups still in flight at the PDL

@@ -665,7 +665,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (kCounted) {
     // v33: the QKV GEMV's count (qkv, and what came before it), or the PDL wait without a hand-off.
     passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
-    if (a.handoff != nullptr) __syncthreads();
   } else {
     pdl_wait();  // qkv comes from the previous kernel, the residual and the cached rows from earlier ones
   }
@@ -1427,10 +1426,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   stamp(a.trace, kTraceEnd);
-  if constexpr (kCounted) {
-    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
-    handoff_signal(a.handoff_signal);         // its rows, norm partial and zeroed delta rows for the next MLP
-  }
+  // (v33: its rows, norm partial and zeroed delta rows, for the next MLP)
+  if constexpr (kCounted) handoff_finish(a.handoff, passed_before, a.handoff_signal);
 #endif
 }
 

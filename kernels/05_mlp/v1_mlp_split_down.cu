@@ -842,7 +842,6 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   if constexpr (kHandoff) {
     // The attention launch's count (the residual, its norm partials and the zeroed delta), or the PDL wait.
     passed_before = handoff_wait(a.handoff, a.handoff_producers, a.handoff_poll_ns);
-    if (a.handoff != nullptr) __syncthreads();
   } else {
     pdl_wait();  // the input (residual and norm partials, or normed_input) comes from the previous kernel
   }
@@ -900,12 +899,9 @@ __device__ __forceinline__ void mlp_lean_loop(NormMlpArgs a, int prewait_groups)
   for (int t = 0; t < kTokens; ++t)
     add_down_partial<1>(reinterpret_cast<const float(&)[1][8]>(down[t]), a, kHidden / 8, t, kTokens);
   stamp(a.trace, kTraceEnd);
-  if constexpr (kHandoff) {
-    handoff_reset(a.handoff, passed_before);  // (before the signal: the next hand-off orders it before its adds)
-    // Every thread's reductions are issued before handoff_signal's barrier, so a CTA that reads the full count sees
-    // the whole delta.
-    handoff_signal(a.handoff_signal);
-  }
+  // Every thread's reductions are issued before handoff_finish's barrier, so a CTA that reads the full count sees
+  // the whole delta.
+  if constexpr (kHandoff) handoff_finish(a.handoff, passed_before, a.handoff_signal);
 }
 
 // v13-v17, v19: mlp_lean_loop on the whole SM (512 threads, up to 128 registers a thread).

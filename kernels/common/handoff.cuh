@@ -11,9 +11,9 @@
 //
 // Protocol, per hand-off: two words in device memory, zero before the producer's first launch. Every producer CTA,
 // once all its outputs are written (a barrier, then one thread), adds 1 to words[0] with release semantics
-// (handoff_signal). Every consumer CTA's thread 0 polls words[0] with acquire loads until it reaches the
+// (handoff_finish). Every consumer CTA's thread 0 polls words[0] with acquire loads until it reaches the
 // producer's CTA count, then counts itself in words[1] (handoff_wait); the consumer CTA whose count is the grid's
-// last sets both words back to zero at its end (handoff_reset), before it signals the next hand-off, so the next
+// last sets both words back to zero at its end (handoff_finish), before it signals the next hand-off, so the next
 // producer of these words (a later launch, causally after) starts from zero.
 // PRECOND: every producer CTA is resident before any consumer CTA spins (each producer triggers PDL at its start,
 // so the consumer is launched only once they all run), every producer CTA signals exactly once, and the consumer
@@ -27,41 +27,43 @@
 
 namespace qwen3::kernels {
 
-// Thread 0 of a consumer CTA: spins until words[0] >= producers (a pause of poll_ns between polls, 0: none; traps
-// after 2^24 polls, as spin_until_at_least), then adds 1 to words[1] and returns the count before it. The add's
-// result is read only at the CTA's end (handoff_reset), so the CTA does not wait for it here. Other threads: 0.
-// The caller's barrier after it publishes the acquire to the CTA. words nullptr: the PDL wait, by every thread.
+// A consumer CTA's wait, in place of pdl_wait(): thread 0 spins until words[0] >= producers (a pause of poll_ns
+// between polls, 0: none; traps after 2^24 polls, as spin_until_at_least) and adds 1 to words[1]; the barrier then
+// publishes the acquire to the whole CTA. Returns, in thread 0, the count before its add (0 elsewhere), which
+// handoff_finish reads at the CTA's end, so the CTA does not wait for the add here. words nullptr: the PDL wait.
+// PRECOND: every thread of the CTA calls it.
 __device__ __forceinline__ uint32_t handoff_wait(uint32_t* words, int32_t producers, int32_t poll_ns) {
   if (words == nullptr) {
     pdl_wait();
     return 0;
   }
-  if (threadIdx.x != 0) return 0;
-  uint64_t polls = 0;
-  while (load_acquire_gpu(words) < uint32_t(producers)) {
-    if (++polls > (uint64_t(1) << 24)) __trap();  // a producer that never signals: a bug, not a state
-    if (poll_ns > 0) __nanosleep(uint32_t(poll_ns));
+  uint32_t passed_before = 0;
+  if (threadIdx.x == 0) {
+    uint64_t polls = 0;
+    while (load_acquire_gpu(words) < uint32_t(producers)) {
+      if (++polls > (uint64_t(1) << 24)) __trap();  // a producer that never signals: a bug, not a state
+      if (poll_ns > 0) __nanosleep(uint32_t(poll_ns));
+    }
+    passed_before = atomicAdd(words + 1, 1u);
   }
-  return atomicAdd(words + 1, 1u);
-}
-
-// Thread 0 of a consumer CTA, at its end: the last consumer past the hand-off (passed_before == grid - 1) sets its
-// words back to zero. Plain stores: the next producer's adds come after this grid's completion or after a hand-off
-// this CTA signals later.
-__device__ __forceinline__ void handoff_reset(uint32_t* words, uint32_t passed_before) {
-  if (words != nullptr && threadIdx.x == 0 && passed_before == gridDim.x - 1) {
-    words[0] = 0;
-    words[1] = 0;
-  }
-}
-
-// A producer CTA's last act: once every thread's writes are issued (the barrier), thread 0 adds 1 to words[0] with
-// release semantics (red_release_gpu_add's contract: the whole CTA's writes before the barrier are ordered before
-// it). words nullptr: nothing. PRECOND: every thread of the CTA calls it.
-__device__ __forceinline__ void handoff_signal(uint32_t* words) {
-  if (words == nullptr) return;
   __syncthreads();
-  if (threadIdx.x == 0) red_release_gpu_add(words, 1);
+  return passed_before;
+}
+
+// A CTA's end in a chain of hand-offs. As a consumer (wait_words, handoff_wait's result): the last CTA past the wait
+// (passed_before == grid - 1) sets its words back to zero, with plain stores ordered before the signal below, so the
+// next producer of those words (a later launch, causally after it) starts from zero. As a producer (signal_words):
+// once every thread's writes are issued (the barrier), thread 0 adds 1 to signal_words[0] with release semantics
+// (red_release_gpu_add's contract: the whole CTA's writes before the barrier are ordered before it). Either may be
+// nullptr. PRECOND: every thread of the CTA calls it, as its last act.
+__device__ __forceinline__ void handoff_finish(uint32_t* wait_words, uint32_t passed_before, uint32_t* signal_words) {
+  if (wait_words != nullptr && threadIdx.x == 0 && passed_before == gridDim.x - 1) {
+    wait_words[0] = 0;
+    wait_words[1] = 0;
+  }
+  if (signal_words == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x == 0) red_release_gpu_add(signal_words, 1);
 }
 
 }  // namespace qwen3::kernels

@@ -947,28 +947,34 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
     const auto count_handoff = [&] {
       if (m.counting) ++*m.handoff_counter;
     };
-    const auto add_attention_handoffs = [&](kernels::QkvAttentionOArgs& a) {
-      if (qkv_pending) {
-        a.handoff = qkv_words;
-        a.handoff_producers = int32_t(kernels::device_sm_count());  // (norm_gemv v25's grid)
+    // A launch's args (NormMlpArgs, NormGemvArgs or QkvAttentionOArgs, whose hand-off fields are named alike) with
+    // its hand-offs: where `wait`, the count of `producers` CTAs in `wait_words` in place of its PDL wait; where
+    // `signal_words`, its own count for the next launch.
+    const auto with_handoffs = [&](auto a, bool wait, uint32_t* wait_words, int64_t producers,
+                                   uint32_t* signal_words) {
+      if (wait) {
+        a.handoff = wait_words;
+        a.handoff_producers = int32_t(producers);
         a.handoff_poll_ns = o.handoff_poll_ns;
       }
-      if (attention_to_mlp) a.handoff_signal = attention_words;
+      a.handoff_signal = signal_words;
+      return a;
     };
-    const auto took_attention_handoffs = [&](const kernels::QkvAttentionOArgs& a) {
+    // Each launch's form of it: the QKV GEMV waits on the MLP and signals the attention launch, which signals the
+    // MLP, which signals the next QKV GEMV.
+    const auto attention_handoffs = [&](const kernels::QkvAttentionOArgs& a, bool wait) {
+      return with_handoffs(a, wait, qkv_words, kernels::device_sm_count(),  // (norm_gemv v25's grid)
+                           attention_to_mlp ? attention_words : nullptr);
+    };
+    const auto mlp_handoffs = [&](const kernels::NormMlpArgs& a, bool wait, bool signal) {
+      return with_handoffs(a, wait, attention_words, attention_ctas, signal && mlp_to_qkv ? mlp_words : nullptr);
+    };
+    const auto qkv_handoffs = [&](const kernels::NormGemvArgs& a, bool wait) {
+      return with_handoffs(a, wait, mlp_words, m.mlp_ctas, qkv_to_attention ? qkv_words : nullptr);
+    };
+    const auto took_mlp_handoffs = [&](const kernels::NormMlpArgs& a) {
       if (a.handoff != nullptr) count_handoff();
-      qkv_pending = false;
-      attention_pending = a.handoff_signal != nullptr;
-    };
-    const auto add_mlp_handoffs = [&](kernels::NormMlpArgs& a, bool signal) {
-      if (attention_pending) {
-        a.handoff = attention_words;
-        a.handoff_producers = int32_t(attention_ctas);
-        a.handoff_poll_ns = o.handoff_poll_ns;
-        count_handoff();
-      }
       attention_pending = false;
-      if (signal && mlp_to_qkv) a.handoff_signal = mlp_words;
       mlp_pending = a.handoff_signal != nullptr;
     };
     const auto fused_attention_o = [&](const LayerDevice& L, bf16* k_cache, bf16* v_cache, float* norm_partials,
@@ -995,11 +1001,15 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         a.qkv_partial_count = partial_count;
         a.qkv_out = m.qkv.as<bf16>();
       }
-      if (!with_qkv) add_attention_handoffs(a);
+      if (!with_qkv) a = attention_handoffs(a, qkv_pending);
       if (!m.attention_o->takes(a)) return false;
       if (with_qkv && !m.attention_o->supports) return false;  // (a version that cannot say it takes the QKV)
       if (kept("qkv_attention_o")) m.attention_o->launch(a, s);
-      if (!with_qkv) took_attention_handoffs(a);
+      if (!with_qkv) {
+        if (a.handoff != nullptr) count_handoff();
+        qkv_pending = false;
+        attention_pending = a.handoff_signal != nullptr;
+      }
       // The O GEMV's read of the attention output stays on chip; a delta is read and zeroed.
       m.count("qkv_attention_o", qkv_attention_bytes + o_residual_bytes - 2.0 * double(rows * QD) +
                                      (residual_delta ? 8.0 * double(o.mlp_delta_copies * H) : 0.0) +
@@ -1083,28 +1093,14 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       mlp_to_qkv = mlp_hands_off && qkv_hands_off;
       qkv_to_attention = qkv_hands_off && attention_hands_off;
       attention_to_mlp = attention_hands_off && mlp_hands_off;
-      kernels::NormMlpArgs mlp_probe = mlp_args(m.layers[0], nullptr);
-      if (attention_to_mlp) {
-        mlp_probe.handoff = attention_words;
-        mlp_probe.handoff_producers = int32_t(attention_ctas);
-        mlp_probe.handoff_poll_ns = o.handoff_poll_ns;
-      }
-      if (mlp_to_qkv) mlp_probe.handoff_signal = mlp_words;
-      kernels::NormGemvArgs qkv_probe = qkv_gemv_args(m.layers[0], m.mlp_delta.as<float>(), 0);
-      if (mlp_to_qkv) {
-        qkv_probe.handoff = mlp_words;
-        qkv_probe.handoff_producers = int32_t(m.mlp_ctas);
-        qkv_probe.handoff_poll_ns = o.handoff_poll_ns;
-      }
-      if (qkv_to_attention) qkv_probe.handoff_signal = qkv_words;
+      // Each launch as at layer 1 (every hand-off it takes part in).
       kernels::QkvAttentionOArgs attention_probe =
           attention_o_args(m.layers[0], m.k_cache(), m.v_cache(), partials);
       attention_probe.residual_delta = m.mlp_delta.as<float>();
       attention_probe.delta_copies = o.mlp_delta_copies;
-      qkv_pending = qkv_to_attention;  // (as at layer 1, for the probe)
-      add_attention_handoffs(attention_probe);
-      qkv_pending = false;
-      if (!m.mlp->takes(mlp_probe) || !m.norm_gemv->takes(qkv_probe) || !m.attention_o->takes(attention_probe))
+      if (!m.mlp->takes(mlp_handoffs(mlp_args(m.layers[0], nullptr), attention_to_mlp, true)) ||
+          !m.norm_gemv->takes(qkv_handoffs(qkv_gemv_args(m.layers[0], m.mlp_delta.as<float>(), 0), mlp_to_qkv)) ||
+          !m.attention_o->takes(attention_handoffs(attention_probe, qkv_to_attention)))
         mlp_to_qkv = qkv_to_attention = attention_to_mlp = false;
     }
     // The one-launch MLP's bytes: gate|up and down rows, h and the norm weight, the delta written and read.
@@ -1123,13 +1119,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       }
       if (!qkv_ready && !attention_o_ran) {
         if (kept("gemm_qkv_norm")) {
-          kernels::NormGemvArgs a = qkv_gemv_args(L, pending_delta, l);
-          if (mlp_pending) {
-            a.handoff = mlp_words;
-            a.handoff_producers = int32_t(m.mlp_ctas);
-            a.handoff_poll_ns = o.handoff_poll_ns;
-          }
-          if (qkv_to_attention) a.handoff_signal = qkv_words;
+          const kernels::NormGemvArgs a = qkv_handoffs(qkv_gemv_args(L, pending_delta, l), mlp_pending);
           if (a.handoff || a.handoff_signal) {
             if (!m.norm_gemv->takes(a))  // (another version would leave a count set or wait for none)
               throw std::logic_error("run_layers: the QKV GEMV version does not take its hand-offs");
@@ -1164,8 +1154,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         const LayerDevice* next = mlp_runs_next_qkv ? &m.layers[l + 1] : nullptr;
         if (qkv_pending || attention_pending != attention_to_mlp)
           throw std::logic_error("run_layers: a hand-off was left without the launch to take it");
-        kernels::NormMlpArgs a = mlp_args(L, next);
-        add_mlp_handoffs(a, true);
+        const kernels::NormMlpArgs a = mlp_handoffs(mlp_args(L, next), attention_pending, true);
+        took_mlp_handoffs(a);
         if (kept("mlp_split_down")) m.mlp->launch(a, s);
         // With the next QKV GEMV: its weights and output, and the delta read once more.
         m.count("mlp_split_down", mlp_bytes + (next ? 2.0 * double((QD + 2 * KVD) * (H + 1) + H) + 4.0 * double(H)
@@ -1178,8 +1168,8 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
         // The last layer: the same MLP launch, then h += delta (the delta zeroed) and the final norm into x.
         if (qkv_pending || attention_pending != attention_to_mlp)
           throw std::logic_error("run_layers: a hand-off was left without the launch to take it");
-        kernels::NormMlpArgs a = mlp_args(L, nullptr);
-        add_mlp_handoffs(a, false);  // (the final norm takes the PDL wait)
+        const kernels::NormMlpArgs a = mlp_handoffs(mlp_args(L, nullptr), attention_pending, false);
+        took_mlp_handoffs(a);  // (no signal: the final norm takes the PDL wait)
         if (kept("mlp_split_down")) m.mlp->launch(a, s);
         m.count("mlp_split_down", mlp_bytes);
         add_delta_rmsnorm(m.final_norm, nullptr, kept("add_delta_rmsnorm"));
