@@ -500,9 +500,30 @@ struct NormGemvArgs {
   int32_t handoff_producers = 0;
   int32_t handoff_poll_ns = 0;
   uint32_t* handoff_signal = nullptr;
+  // v26 (v26_gemv_norm_ring_ramp) only: CTA c's rows are [gemv_rows_begin_ramped(c), gemv_rows_begin_ramped(c + 1)),
+  // shares that fall linearly with the block index, from ~(1000 + row_ramp_permille) / 1000 of the even share at
+  // CTA 0 to ~(1000 - row_ramp_permille) / 1000 at the last (negative: rising). Why: the block scheduler places the
+  // CTAs in index order as the MLP's leave their SMs, and at prompt 128 the QKV GEMV's CTAs ended in that order,
+  // the last 12 6.2 us after the first 12 (ITERATIONS.md session 31); the attention's release waits for the last.
+  // PRECOND: -1000 <= row_ramp_permille <= 1000.
+  int32_t row_ramp_permille = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;
+
+// The first of n rows that CTA c of `ctas` takes where the shares fall linearly with c (NormGemvArgs::
+// row_ramp_permille = p): CTAs [0, c) take the fraction c / ctas + p / 1000 * c (ctas - c) / ctas² of the rows,
+// rounded down; CTA c's share is then n / ctas * (1 + p / 1000 * (ctas - 2c - 1) / ctas). p = 0: c * n / ctas.
+// PRECOND: 0 <= c <= ctas, |p| <= 1000 (the rows then never fall as c rises).
+__host__ __device__ inline int64_t gemv_rows_begin_ramped(int64_t c, int64_t ctas, int64_t n, int64_t permille) {
+  return n * (1000 * c * ctas + permille * c * (ctas - c)) / (1000 * ctas * ctas);
+}
+// The most rows a CTA of gemv_rows_begin_ramped takes: floor(a) - floor(b) <= ceil(a - b), and a share is at most
+// n / ctas * (1000 + |p|) / 1000.
+__host__ __device__ inline int64_t gemv_rows_max_ramped(int64_t ctas, int64_t n, int64_t permille) {
+  const int64_t magnitude = permille < 0 ? -permille : permille;
+  return (n * (1000 + magnitude) + 1000 * ctas - 1) / (1000 * ctas);
+}
 
 struct NormGateUpSwigluArgs {
   const bf16* residual;        // (m, k)

@@ -200,6 +200,8 @@ void launch_gemv_norm_v24(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v24_supports(const NormGemvArgs&);
 void launch_gemv_norm_v25(const NormGemvArgs&, cudaStream_t);
 bool gemv_norm_v25_supports(const NormGemvArgs&);
+void launch_gemv_norm_v26(const NormGemvArgs&, cudaStream_t);
+bool gemv_norm_v26_supports(const NormGemvArgs&);
 void launch_gemv_residual_v10(const GemvResidualArgs&, cudaStream_t);
 bool gemv_residual_v10_supports(const GemvResidualArgs&);
 void launch_gate_up_swiglu_norm_v6(const NormGateUpSwigluArgs&, cudaStream_t);
@@ -623,6 +625,10 @@ const std::vector<KernelVersion<NormGemvArgs>>& norm_gemv_versions() {
                                      "(NormGemvArgs::handoff, from norm_mlp v19) in place of the PDL wait, which "
                                      "returns 1.4-2 us after that launch's last CTA (v12_gemv_norm_ring.cu)",
        launch_gemv_norm_v25, gemv_norm_v25_supports, 1, true},
+      {"v26_gemv_norm_ring_ramp", "v22 whose CTAs take shares of the rows that fall linearly with the block index "
+                                  "(NormGemvArgs::row_ramp_permille), since the last indices become resident last "
+                                  "and end last (v12_gemv_norm_ring.cu)",
+       launch_gemv_norm_v26, gemv_norm_v26_supports},
   };
   return v;
 }

@@ -321,8 +321,9 @@ __device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int bef
 // late_prewait_groups before the wait, the rest after the norm's loads (lean_prologue's kLoadsFirst, for every CTA).
 // v24 (kTouchPages, v22's): the pages after the wait touched before it (touch_chain_pages).
 // v25 (kHandoff, v22's): the previous launch's count of CTAs in place of the PDL wait (handoff_wait).
+// v26 (kRamped, v22's): the rows split by gemv_rows_begin_ramped (NormGemvArgs::row_ramp_permille).
 template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false, bool kLate = false,
-          bool kTouchPages = false, bool kHandoff = false>
+          bool kTouchPages = false, bool kHandoff = false, bool kRamped = false>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
   constexpr int kInFlight = kRingStages - 1;
   static_assert(kK / 8 == kThreads, "one 16-byte piece of a row a thread");
@@ -331,9 +332,11 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
-  const int64_t row0 = blockIdx.x * a.n / ctas;
-  const int rows = int((blockIdx.x + 1) * a.n / ctas - row0);
-  const int dots_stride = int((a.n + ctas - 1) / ctas);
+  const int64_t ramp = kRamped ? a.row_ramp_permille : 0;
+  const int64_t row0 = kRamped ? gemv_rows_begin_ramped(blockIdx.x, ctas, a.n, ramp) : blockIdx.x * a.n / ctas;
+  const int rows = int((kRamped ? gemv_rows_begin_ramped(blockIdx.x + 1, ctas, a.n, ramp)
+                                : (blockIdx.x + 1) * a.n / ctas) - row0);
+  const int dots_stride = int(kRamped ? gemv_rows_max_ramped(ctas, a.n, ramp) : (a.n + ctas - 1) / ctas);
   const int groups = (rows + kGroup - 1) / kGroup;
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
   float* dots = reinterpret_cast<float*>(smem_raw + size_t(kRingStages) * kGroup * kThreads * 16);  // (kWarps, stride)
@@ -463,12 +466,14 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_claimed_kernel(NormGemv
 
 constexpr int kLeanK = 4096;
 
-// The ring, the warp sums (kBlock / 32, rows per CTA) and, for v17 (pair), h' as bf16 (hidden).
+// The ring, the warp sums (kBlock / 32, rows per CTA: the most gemv_rows_begin_ramped gives at ramp_permille) and,
+// for v17 (pair), h' as bf16 (hidden).
 template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false, int kRingStages = kStages>
-size_t smem_for(const NormGemvArgs& a) {
+size_t smem_for(const NormGemvArgs& a, int64_t ramp_permille = 0) {
   const int64_t ctas = device_sm_count();
   return gemv_ring::Ring<kVecs, kGroup, kRingStages, kRingStages - 1, kBlock>::kBytes +
-         size_t(kBlock / kWarpSize * ((a.n + ctas - 1) / ctas)) * sizeof(float) + (kPair ? size_t(a.k) * 2 : 0);
+         size_t(kBlock / kWarpSize * gemv_rows_max_ramped(ctas, a.n, ramp_permille)) * sizeof(float) +
+         (kPair ? size_t(a.k) * 2 : 0);
 }
 
 size_t ring_smem_for(const NormGemvArgs& a) { return a.k / 8 <= kThreads ? smem_for<1, 8>(a) : smem_for<2, 4>(a); }
@@ -595,10 +600,11 @@ void launch_gemv_norm_v17(const NormGemvArgs& a, cudaStream_t stream) {
 bool gemv_norm_v18_supports(const NormGemvArgs& a) { return gemv_norm_v12_supports(a); }
 
 template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, bool kTouchPages = false,
-          bool kHandoff = false>
+          bool kHandoff = false, bool kRamped = false>
 void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
-  const auto kernel = norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages, kHandoff>;
-  const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a);
+  const auto kernel =
+      norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages, kHandoff, kRamped>;
+  const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a, kRamped ? a.row_ramp_permille : 0);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups);
@@ -683,6 +689,23 @@ bool gemv_norm_v25_supports(const NormGemvArgs& a) {
 void launch_gemv_norm_v25(const NormGemvArgs& a, cudaStream_t stream) {
   if (a.handoff == nullptr && a.handoff_signal == nullptr) return launch_gemv_norm_v22(a, stream);
   launch_lean<4, 6, true, false, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
+}
+
+// v26_gemv_norm_ring_ramp: v22 (groups of 4 rows, 6 stages, paced before the PDL wait) whose CTAs take shares
+// of the rows that fall linearly with the block index (gemv_rows_begin_ramped, NormGemvArgs::row_ramp_permille; 0:
+// v22's rows). Why: traced at prompt 128 on an H100 (mlp-trace-20261206T1632Z-s30-h100-default-p128, ITERATIONS.md
+// session 31), the CTAs become resident in index order in the MLP's last microseconds, their normed input comes
+// 4.1 us (CTAs 0-11) to 8.6 us (120-131) after the MLP's last CTA ends, and each then takes ~8 us for its rows: the
+// ends rise with the index, 11.0 to 17.2 us, and the attention's release waits for the last. Each row's dot product
+// and sum are v22's (the same pieces a thread, warp sums in the same order): v22's output bit for bit. Elsewhere
+// v12 (as v22).
+bool gemv_norm_v26_supports(const NormGemvArgs& a) {
+  return gemv_norm_v22_supports(a) && a.row_ramp_permille >= -1000 && a.row_ramp_permille <= 1000;
+}
+
+void launch_gemv_norm_v26(const NormGemvArgs& a, cudaStream_t stream) {
+  if (a.k != kLeanK || !ring_supports(a)) return launch_gemv_norm_v12(a, stream);
+  launch_lean<4, 6, true, false, false, false, true>(a, a.prewait_groups > 0 ? a.prewait_groups : 5, stream);
 }
 
 // v21_gemv_norm_ring_claimed: v18 with the groups past each CTA's first `claim_static_groups` (default 4: 528 of

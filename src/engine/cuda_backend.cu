@@ -893,6 +893,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.prewait_window = o.qkv_prewait_window;
       a.late_cta_from = o.qkv_late_cta_from;
       a.late_prewait_groups = o.qkv_late_prewait_groups;
+      a.row_ramp_permille = o.qkv_row_ramp_permille;
       if (o.mlp_trace && m.qkv_trace.bytes() > 0)
         a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                    kernels::kNormGemvTraceEvents;

@@ -67,6 +67,9 @@ struct EngineOptions {
   // ring groups before the PDL wait (NormGemvArgs::late_cta_from, late_prewait_groups).
   int32_t qkv_late_cta_from = 0;
   int32_t qkv_late_prewait_groups = 1;
+  // norm_gemv v26: how far the CTAs' shares of the QKV rows fall from the first CTA to the last, per mille of the
+  // even share (NormGemvArgs::row_ramp_permille; negative: rising).
+  int32_t qkv_row_ramp_permille = 0;
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a

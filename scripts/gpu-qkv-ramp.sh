@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# norm_gemv v26_gemv_norm_ring_ramp (the QKV GEMV's rows split in shares that fall with the block index) against the
+# default v22, in one device call on prebuilt binaries: on an H200 first issue 5's pending qkv_attention_o v32
+# measurement (scripts/gpu-h200-v32.sh's benches at prompts 128 and 1024), then on any card the kernel tests of v26
+# (GpuTest.NormGemv*, RowSplit.*), interleaved benches of the default and v26 at several ramps (prompt 128: three
+# rounds; 1024: two), and one traced step of each of the default and RAMP_TRACE (bench/mlp_cta_spread.py: the QKV
+# GEMV's CTAs by block index; bench/layer_timeline.py: the layer's spans).
+#
+# Usage: scripts/gpu-qkv-ramp.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
+#        BUDGET=300 s of benches; RAMPS="150 300 450 -150"; RAMP_TRACE=300; writes $OUT, else build/gpu-qkv-ramp).
+#        Prints each tag's step times in ms, its best, and the default's best over it (> 1: faster) last.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${1:-build/h200/bin}
+OUT_DIR=${OUT:-build/gpu-qkv-ramp}
+BUDGET=${BUDGET:-300}
+read -r -a RAMPS <<< "${RAMPS:-150 300 450 -150}"
+RAMP_TRACE=${RAMP_TRACE:-300}
+mkdir -p "$OUT_DIR"
+RESULTS=$OUT_DIR/qkv-ramp.jsonl
+: > "$RESULTS"
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "$GPU"
+PEAK=4540
+if [[ $GPU == *H200* ]]; then
+  timeout 120 "$BIN/measure_peaks" --out "$OUT_DIR" > "$OUT_DIR/peaks.txt" 2>&1
+  PEAK=$(python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
+print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530)
+  echo "read peak: $PEAK GB/s"
+fi
+QWEN3_GPU_TESTS_VERSIONS=v26_gemv_norm_ring_ramp,v22_gemv_norm_ring_paced \
+  timeout 200 "$BIN/qwen3_gpu_tests" --gtest_filter='GpuTest.NormGemv*:RowSplit.*' > "$OUT_DIR/kernel-tests.txt" 2>&1
+echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
+  "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
+grep -h "FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" | head -10
+COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
+RAMP=(--norm-gemv v26_gemv_norm_ring_ramp --qkv-row-ramp-permille)
+START=$(date +%s)
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+if [[ $GPU == *H200* ]]; then
+  for _ in 1 2; do
+    for prompt in 128 1024; do
+      bench v25 "$prompt"
+      bench v32 "$prompt" --attention-o v32_qkv_attention_o_trigger_late
+    done
+  done
+fi
+for round in 1 2 3; do
+  for prompt in 128 1024; do
+    ((round == 3 && prompt == 1024)) && continue
+    bench default "$prompt"
+    for ramp in "${RAMPS[@]}"; do
+      bench "ramp$ramp" "$prompt" "${RAMP[@]}" "$ramp"
+    done
+  done
+done
+# One traced step each of the default and RAMP_TRACE at prompt 128.
+mkdir -p "$OUT_DIR/traces"
+for tag in default "ramp$RAMP_TRACE"; do
+  flags=()
+  [ "$tag" != default ] && flags=("${RAMP[@]}" "$RAMP_TRACE")
+  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
+    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
+    > /dev/null 2>> "$OUT_DIR/bench.err"
+  {
+    echo "== $tag: QKV GEMV CTAs"
+    python3 bench/mlp_cta_spread.py "$OUT_DIR/traces/mlp_$tag.json" | sed -n '/^QKV GEMV by block/,$p'
+    echo "== $tag: layer timeline"
+    python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json"
+  } >> "$OUT_DIR/timelines.txt" 2>&1
+done
+(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+cat "$OUT_DIR/timelines.txt"
+step_table default
+[[ $GPU == *H200* ]] && step_table v25 | grep -v "default\|ramp"
+exit 0
