@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# norm_gemv v26_gemv_norm_ring_ramp (the QKV GEMV's rows split in shares that fall with the block index) against the
-# default v22, in one device call on prebuilt binaries: on an H200 first issue 5's pending qkv_attention_o v32
-# measurement (scripts/gpu-h200-v32.sh's benches at prompts 128 and 1024), then on any card the kernel tests of v26
-# (GpuTest.NormGemv*, RowSplit.*), interleaved benches of the default and v26 at several ramps (prompt 128: three
-# rounds; 1024: two), and one traced step of each of the default and RAMP_TRACE (bench/mlp_cta_spread.py: the QKV
-# GEMV's CTAs by block index; bench/layer_timeline.py: the layer's spans).
+# norm_gemv v26_gemv_norm_ring_ramp (the QKV GEMV's rows split in shares that fall with the block index) against
+# v22 (even rows; the default before session 32), in one device call on prebuilt binaries: on an H200 first issue
+# 5's pending qkv_attention_o v32 measurement (scripts/gpu-h200-v32.sh's benches at prompts 128 and 1024), then on
+# any card the kernel tests of v26 (GpuTest.NormGemv*, RowSplit.*), interleaved benches of v22 and v26 at several
+# ramps (prompt 128: three rounds; 1024: two), and one traced step of each of v22 and RAMP_TRACE
+# (bench/mlp_cta_spread.py: the QKV GEMV's CTAs by block index; bench/layer_timeline.py: the layer's spans).
 #
 # Usage: scripts/gpu-qkv-ramp.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
 #        BUDGET=300 s of benches; RAMPS="150 300 450 -150"; RAMP_TRACE=300; writes $OUT, else build/gpu-qkv-ramp).
-#        Prints each tag's step times in ms, its best, and the default's best over it (> 1: faster) last.
+#        Prints each tag's step times in ms, its best, and v22's best over it (> 1: faster) last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
@@ -49,17 +49,17 @@ fi
 for round in 1 2 3; do
   for prompt in 128 1024; do
     ((round == 3 && prompt == 1024)) && continue
-    bench default "$prompt"
+    bench v22 "$prompt" --norm-gemv v22_gemv_norm_ring_paced
     for ramp in "${RAMPS[@]}"; do
       bench "ramp$ramp" "$prompt" "${RAMP[@]}" "$ramp"
     done
   done
 done
-# One traced step each of the default and RAMP_TRACE at prompt 128.
+# One traced step each of v22 and RAMP_TRACE at prompt 128.
 mkdir -p "$OUT_DIR/traces"
-for tag in default "ramp$RAMP_TRACE"; do
-  flags=()
-  [ "$tag" != default ] && flags=("${RAMP[@]}" "$RAMP_TRACE")
+for tag in v22 "ramp$RAMP_TRACE"; do
+  flags=(--norm-gemv v22_gemv_norm_ring_paced)
+  [ "$tag" != v22 ] && flags=("${RAMP[@]}" "$RAMP_TRACE")
   timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
     --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
     > /dev/null 2>> "$OUT_DIR/bench.err"
@@ -72,6 +72,6 @@ for tag in default "ramp$RAMP_TRACE"; do
 done
 (cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
 cat "$OUT_DIR/timelines.txt"
-step_table default
-[[ $GPU == *H200* ]] && step_table v25 | grep -v "default\|ramp"
+step_table v22
+[[ $GPU == *H200* ]] && step_table v25 | grep -v "v22\|ramp"
 exit 0

@@ -112,7 +112,8 @@ void register_bench(CLI::App& app) {
     std::optional<bool> pdl, graph, fused_swiglu, fold_norms, last_mlp_one_launch, fold_advance;
     std::string sample_plain;
     int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0, qkv_prewait_window = 0, qkv_late_cta_from = 0,
-            qkv_late_prewait_groups = 1, qkv_row_ramp_permille = 0;
+            qkv_late_prewait_groups = 1;
+    std::optional<int32_t> qkv_row_ramp_permille;  // (unset: EngineOptions' default)
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -291,7 +292,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::Range(0, 5));
   cmd->add_option("--qkv-row-ramp-permille", o->qkv_row_ramp_permille,
                   "Tuning, --norm-gemv v26: how far the CTAs' shares of the QKV rows fall from the first CTA to the "
-                  "last, per mille of the even share (negative: rising)")
+                  "last, per mille of the even share (negative: rising; default: the engine's)")
       ->check(CLI::Range(-1000, 1000));
   cmd->add_option("--qkv-claim-static-groups", o->qkv_claim_static_groups,
                   "Tuning, --norm-gemv v21: groups of 8 rows a CTA owns before it takes more from the queue (0: 4)")
@@ -407,7 +408,7 @@ void register_bench(CLI::App& app) {
     options.qkv_prewait_window = o->qkv_prewait_window;
     options.qkv_late_cta_from = o->qkv_late_cta_from;
     options.qkv_late_prewait_groups = o->qkv_late_prewait_groups;
-    options.qkv_row_ramp_permille = o->qkv_row_ramp_permille;
+    if (o->qkv_row_ramp_permille) options.qkv_row_ramp_permille = *o->qkv_row_ramp_permille;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;

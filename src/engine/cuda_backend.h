@@ -56,7 +56,7 @@ struct EngineOptions {
   // 4096; v12 elsewhere): 1.004x-1.009x of v12 at contexts 128-8192 (session 17). v22 (v18's ring in groups of 4
   // rows whose 5 groups before the PDL wait go out one at a time): 1.0077x / 1.0106x / 1.0047x of v18 at prompts
   // 128 / 1024 / 8192 (session 20).
-  std::string norm_gemv = "v22_gemv_norm_ring_paced";
+  std::string norm_gemv = "v26_gemv_norm_ring_ramp";
   // v16_gemv_norm_ring_l2_first only: bytes of each CTA's first QKV rows it pulls into L2 before the PDL wait
   // (NormGemvArgs::l2_first_bytes).
   int64_t qkv_l2_first_bytes = int64_t(192) << 10;
@@ -68,8 +68,10 @@ struct EngineOptions {
   int32_t qkv_late_cta_from = 0;
   int32_t qkv_late_prewait_groups = 1;
   // norm_gemv v26: how far the CTAs' shares of the QKV rows fall from the first CTA to the last, per mille of the
-  // even share (NormGemvArgs::row_ramp_permille; negative: rising).
-  int32_t qkv_row_ramp_permille = 0;
+  // even share (NormGemvArgs::row_ramp_permille; negative: rising). 450: measured on an H100 (ITERATIONS.md session
+  // 32), 1.0014x-1.0034x of v22 at prompts 128-8192 (300 and 700: within 0.1% of v22; 200: 0.9976x); the H200 is
+  // not measured yet (its QKV GEMV's ends rise less with the block index: session 22).
+  int32_t qkv_row_ramp_permille = 450;
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a

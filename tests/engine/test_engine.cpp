@@ -353,6 +353,38 @@ TEST(EngineHandoff, CountedLaunchesMatchPdlWaits) {
   }
 }
 
+// norm_gemv v26 only moves rows between the QKV GEMV's CTAs (NormGemvArgs::row_ramp_permille): each row's dot
+// product is v22's, so a decode step gives the same tokens and logits bits with any ramp as with v22. v26's own
+// kernel takes hidden 4096 only: a random Qwen3-8B-shaped model cut to 3 layers. decode_mlp off: the one-launch
+// MLP's fp32 reductions meet in no fixed order, so with it the bits would vary run to run.
+TEST(EngineQkvRamp, SameBitsAsEvenRows) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
+  ModelConfig config = synthetic_qwen3_config("qwen3-8b");
+  config.num_layers = 3;
+  const auto run = [&](const std::string& norm_gemv, int32_t ramp) {
+    EngineOptions options;
+    options.context = 64;
+    options.decode_mlp = "off";
+    options.norm_gemv = norm_gemv;
+    options.qkv_row_ramp_permille = ramp;
+    CudaEngine engine(config, 7, options);
+    SamplingParams greedy;
+    greedy.temperature = 0;
+    engine.set_sampling(0, greedy);
+    engine.reset_slot(0);
+    std::vector<int32_t> tokens{engine.prefill(0, std::vector<int32_t>{5, 6, 7, 8})};
+    const auto rest = engine.decode(1, 6);  // graph replays
+    tokens.insert(tokens.end(), rest.begin(), rest.end());
+    return std::make_pair(tokens, engine.last_logits_hash(0));
+  };
+  const auto even = run("v22_gemv_norm_ring_paced", 0);
+  for (const int32_t ramp : {450, -1000, 1000}) {
+    const auto ramped = run("v26_gemv_norm_ring_ramp", ramp);
+    EXPECT_EQ(ramped.first, even.first) << "ramp " << ramp;
+    EXPECT_EQ(ramped.second, even.second) << "ramp " << ramp;
+  }
+}
+
 // L2 persistence is a cache policy only: the same tokens and the same logits bits with and without it.
 TEST(EngineL2Persist, SameBitsAsWithout) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
