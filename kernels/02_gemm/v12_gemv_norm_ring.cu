@@ -332,11 +332,10 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   pdl_launch_dependents();
   stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
-  const int64_t ramp = kRamped ? a.row_ramp_permille : 0;
-  const int64_t row0 = kRamped ? gemv_rows_begin_ramped(blockIdx.x, ctas, a.n, ramp) : blockIdx.x * a.n / ctas;
-  const int rows = int((kRamped ? gemv_rows_begin_ramped(blockIdx.x + 1, ctas, a.n, ramp)
-                                : (blockIdx.x + 1) * a.n / ctas) - row0);
-  const int dots_stride = int(kRamped ? gemv_rows_max_ramped(ctas, a.n, ramp) : (a.n + ctas - 1) / ctas);
+  const int64_t ramp = kRamped ? a.row_ramp_permille : 0;  // 0: the even split, c * n / ctas (v18-v25)
+  const int64_t row0 = gemv_rows_begin_ramped(blockIdx.x, ctas, a.n, ramp);
+  const int rows = int(gemv_rows_begin_ramped(blockIdx.x + 1, ctas, a.n, ramp) - row0);
+  const int dots_stride = int(gemv_rows_max_ramped(ctas, a.n, ramp));
   const int groups = (rows + kGroup - 1) / kGroup;
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
   float* dots = reinterpret_cast<float*>(smem_raw + size_t(kRingStages) * kGroup * kThreads * 16);  // (kWarps, stride)
