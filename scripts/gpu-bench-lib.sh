@@ -1,7 +1,16 @@
 # shellcheck shell=bash
 # Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh):
 # source it after setting BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches),
-# START (date +%s) and COMMON (the `qwen3 bench` flags every run shares).
+# START (date +%s) and COMMON (the `qwen3 bench` flags every run shares); measure_read_peak needs only BIN and OUT_DIR.
+
+# measure_read_peak: measure_peaks into $OUT_DIR (its output in peaks.txt, the last 4 lines echoed to stderr), then
+# its streaming read bandwidth in GB/s on stdout (4530, the H200's, where it wrote none).
+measure_read_peak() {
+  timeout 120 "$BIN/measure_peaks" --out "$OUT_DIR" > "$OUT_DIR/peaks.txt" 2>&1
+  tail -4 "$OUT_DIR/peaks.txt" >&2
+  python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
+print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530
+}
 
 # bench TAG PROMPT_LEN FLAGS...: one `qwen3 bench` run, its JSON line tagged into $RESULTS; none once the budget is
 # spent.

@@ -23,15 +23,12 @@ esac
 mkdir -p "$OUT_DIR"
 RESULTS=$OUT_DIR/v32-h200.jsonl
 : > "$RESULTS"
-timeout 120 "$BIN/measure_peaks" --out "$OUT_DIR" > "$OUT_DIR/peaks.txt" 2>&1
-tail -4 "$OUT_DIR/peaks.txt"
-PEAK=$(python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
-print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530)
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+PEAK=$(measure_read_peak)
 echo "read peak: $PEAK GB/s"
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 START=$(date +%s)
-# shellcheck source=scripts/gpu-bench-lib.sh
-source scripts/gpu-bench-lib.sh
 v32_against_v25 128 512 1024 2048
 for batch in 2 4 8; do
   bench "v25_batch$batch" 128 --batch "$batch"

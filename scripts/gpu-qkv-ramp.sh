@@ -21,11 +21,11 @@ RESULTS=$OUT_DIR/qkv-ramp.jsonl
 : > "$RESULTS"
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "$GPU"
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
 PEAK=4540
 if [[ $GPU == *H200* ]]; then
-  timeout 120 "$BIN/measure_peaks" --out "$OUT_DIR" > "$OUT_DIR/peaks.txt" 2>&1
-  PEAK=$(python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
-print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530)
+  PEAK=$(measure_read_peak 2> /dev/null)
   echo "read peak: $PEAK GB/s"
 fi
 QWEN3_GPU_TESTS_VERSIONS=v26_gemv_norm_ring_ramp,v22_gemv_norm_ring_paced \
@@ -36,8 +36,6 @@ grep -h "FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" | head -10
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 RAMP=(--norm-gemv v26_gemv_norm_ring_ramp --qkv-row-ramp-permille)
 START=$(date +%s)
-# shellcheck source=scripts/gpu-bench-lib.sh
-source scripts/gpu-bench-lib.sh
 if [[ $GPU == *H200* ]]; then
   for _ in 1 2; do
     for prompt in 128 1024; do
