@@ -507,6 +507,12 @@ struct NormGemvArgs {
   // the last 12 6.2 us after the first 12 (ITERATIONS.md session 31); the attention's release waits for the last.
   // PRECOND: -1000 <= row_ramp_permille <= 1000.
   int32_t row_ramp_permille = 0;
+  // v26 only: the first CTA of the ramp; CTAs [0, row_ramp_first_cta) take the even share and the ramp spreads the
+  // remaining rows over the rest (gemv_rows_begin_ramped's first_ramped). Why: with the ramp over the whole grid the
+  // first CTAs, which hold more rows, leave their SMs later, and the attention launch's CTAs take those SMs first
+  // (ITERATIONS.md session 32); from a later CTA on, the rows the last CTAs give up go to the middle ones.
+  // PRECOND: row_ramp_first_cta >= 0 (past the grid: the even split).
+  int32_t row_ramp_first_cta = 0;
 };
 
 constexpr int kNormGemvTraceEvents = 5;
@@ -514,15 +520,28 @@ constexpr int kNormGemvTraceEvents = 5;
 // The first of n rows that CTA c of `ctas` takes where the shares fall linearly with c (NormGemvArgs::
 // row_ramp_permille = p): CTAs [0, c) take the fraction c / ctas + p / 1000 * c (ctas - c) / ctas² of the rows,
 // rounded down; CTA c's share is then n / ctas * (1 + p / 1000 * (ctas - 2c - 1) / ctas). p = 0: c * n / ctas.
-// PRECOND: 0 <= c <= ctas, |p| <= 1000 (the rows then never fall as c rises).
-__host__ __device__ inline int64_t gemv_rows_begin_ramped(int64_t c, int64_t ctas, int64_t n, int64_t permille) {
-  return n * (1000 * c * ctas + permille * c * (ctas - c)) / (1000 * ctas * ctas);
+// first_ramped = f > 0 (NormGemvArgs::row_ramp_first_cta): CTAs [0, f) take the even split's rows, c * n / ctas,
+// and CTAs [f, ctas) split the rest as above, as a grid of their own (p = 0: the even split whatever f).
+// PRECOND: 0 <= c <= ctas, |p| <= 1000 (the rows then never fall as c rises), first_ramped >= 0.
+__host__ __device__ inline int64_t gemv_rows_begin_ramped(int64_t c, int64_t ctas, int64_t n, int64_t permille,
+                                                          int64_t first_ramped = 0) {
+  const int64_t f = permille == 0 ? 0 : first_ramped < ctas ? first_ramped : ctas;  // (p = 0: the even split)
+  if (c <= f) return c * n / ctas;
+  const int64_t head = f * n / ctas, tail_ctas = ctas - f, tail_rows = n - head;
+  const int64_t t = c - f;
+  return head + tail_rows * (1000 * t * tail_ctas + permille * t * (tail_ctas - t)) / (1000 * tail_ctas * tail_ctas);
 }
 // The most rows a CTA of gemv_rows_begin_ramped takes: floor(a) - floor(b) <= ceil(a - b), and a share is at most
-// n / ctas * (1000 + |p|) / 1000.
-__host__ __device__ inline int64_t gemv_rows_max_ramped(int64_t ctas, int64_t n, int64_t permille) {
+// tail_rows / tail_ctas * (1000 + |p|) / 1000 in the ramp, ceil(n / ctas) before it.
+__host__ __device__ inline int64_t gemv_rows_max_ramped(int64_t ctas, int64_t n, int64_t permille,
+                                                        int64_t first_ramped = 0) {
   const int64_t magnitude = permille < 0 ? -permille : permille;
-  return (n * (1000 + magnitude) + 1000 * ctas - 1) / (1000 * ctas);
+  const int64_t f = permille == 0 ? 0 : first_ramped < ctas ? first_ramped : ctas;
+  const int64_t even = (n + ctas - 1) / ctas;
+  if (f == ctas) return even;
+  const int64_t tail_ctas = ctas - f, tail_rows = n - f * n / ctas;
+  const int64_t ramped = (tail_rows * (1000 + magnitude) + 1000 * tail_ctas - 1) / (1000 * tail_ctas);
+  return ramped > even ? ramped : even;
 }
 
 struct NormGateUpSwigluArgs {

@@ -2,13 +2,15 @@
 # norm_gemv v26_gemv_norm_ring_ramp (the QKV GEMV's rows split in shares that fall with the block index) against
 # v22 (even rows; the default before session 32), in one device call on prebuilt binaries: on an H200 first issue
 # 5's pending qkv_attention_o v32 measurement (scripts/gpu-h200-v32.sh's benches at prompts 128 and 1024), then on
-# any card the kernel tests of v26 (GpuTest.NormGemv*, RowSplit.*), interleaved benches of v22 and v26 at several
-# ramps (prompt 128: three rounds; 1024: two), and one traced step of each of v22 and RAMP_TRACE
-# (bench/mlp_cta_spread.py: the QKV GEMV's CTAs by block index; bench/layer_timeline.py: the layer's spans).
+# any card the kernel tests of v26 (GpuTest.NormGemv*, RowSplit.*) and, where qwen3_engine_tests is in BIN_DIR, its
+# engine test (EngineQkvRamp.*), interleaved benches of v22 and v26 at several ramps (prompt 128: three rounds; 1024:
+# two), and one traced step of each of v22 and RAMP_TRACE (bench/mlp_cta_spread.py: the QKV GEMV's CTAs by block
+# index; bench/layer_timeline.py: the layer's spans).
 #
 # Usage: scripts/gpu-qkv-ramp.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
 #        BUDGET=300 s of benches; RAMPS="150 300 450 -150"; RAMP_TRACE=300; writes $OUT, else build/gpu-qkv-ramp).
-#        Prints each tag's step times in ms, its best, and v22's best over it (> 1: faster) last.
+#        A ramp is PERMILLE or PERMILLE@FIRST_CTA (--qkv-row-ramp-first-cta: the CTAs before it keep the even
+#        share). Prints each tag's step times in ms, its best, and v22's best over it (> 1: faster) last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
@@ -33,8 +35,18 @@ QWEN3_GPU_TESTS_VERSIONS=v26_gemv_norm_ring_ramp,v22_gemv_norm_ring_paced \
 echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
   "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
 grep -h "FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" | head -10
+if [ -x "$BIN/qwen3_engine_tests" ]; then
+  timeout 200 "$BIN/qwen3_engine_tests" --gtest_filter='EngineQkvRamp.*' > "$OUT_DIR/engine-tests.txt" 2>&1
+  echo "engine test: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/engine-tests.txt") ok)"
+  grep -h "FAILED\|Failure\|ramp " "$OUT_DIR/engine-tests.txt" | head -10
+fi
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
-RAMP=(--norm-gemv v26_gemv_norm_ring_ramp --qkv-row-ramp-permille)
+# ramp_flags PERMILLE[@FIRST_CTA]: v26's flags for one entry of RAMPS.
+ramp_flags() {
+  local permille=${1%@*} first=0
+  [[ $1 == *@* ]] && first=${1#*@}
+  echo --norm-gemv v26_gemv_norm_ring_ramp --qkv-row-ramp-permille "$permille" --qkv-row-ramp-first-cta "$first"
+}
 START=$(date +%s)
 if [[ $GPU == *H200* ]]; then
   for _ in 1 2; do
@@ -49,7 +61,8 @@ for round in 1 2 3; do
     ((round == 3 && prompt == 1024)) && continue
     bench v22 "$prompt" --norm-gemv v22_gemv_norm_ring_paced
     for ramp in "${RAMPS[@]}"; do
-      bench "ramp$ramp" "$prompt" "${RAMP[@]}" "$ramp"
+      read -r -a flags <<< "$(ramp_flags "$ramp")"
+      bench "ramp$ramp" "$prompt" "${flags[@]}"
     done
   done
 done
@@ -57,7 +70,7 @@ done
 mkdir -p "$OUT_DIR/traces"
 for tag in v22 "ramp$RAMP_TRACE"; do
   flags=(--norm-gemv v22_gemv_norm_ring_paced)
-  [ "$tag" != v22 ] && flags=("${RAMP[@]}" "$RAMP_TRACE")
+  [ "$tag" != v22 ] && read -r -a flags <<< "$(ramp_flags "$RAMP_TRACE")"
   timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
     --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
     > /dev/null 2>> "$OUT_DIR/bench.err"

@@ -33,8 +33,9 @@ namespace {
 using gemv_ring::kThreads;
 using gemv_ring::kWarps;
 constexpr int kStages = 3;
-// v22: ring groups (of 4 rows, 32 KB) in flight before the PDL wait. Measured (H200, Qwen3-8B, prompt 128, ITERATIONS.md
-// session 20): 1 group 1.0077x of v18, 2 groups 1.0030x, 3 1.0017x; 4 groups before the wait one at a time 1.0034x.
+// v22: ring groups (of 4 rows, 32 KB) in flight before the PDL wait. Measured (H200, Qwen3-8B, prompt 128,
+// ITERATIONS.md session 20): 1 group 1.0077x of v18, 2 groups 1.0030x, 3 1.0017x; 4 groups before the wait one at a
+// time 1.0034x.
 constexpr int kDefaultPrewaitWindow = 1;
 constexpr int kMaxDeltaCopiesL2First = 4;  // v16: the delta copies its norm loads ahead of the ring (registers)
 
@@ -321,7 +322,8 @@ __device__ __forceinline__ uint32_t lean_prologue(const NormGemvArgs& a, int bef
 // late_prewait_groups before the wait, the rest after the norm's loads (lean_prologue's kLoadsFirst, for every CTA).
 // v24 (kTouchPages, v22's): the pages after the wait touched before it (touch_chain_pages).
 // v25 (kHandoff, v22's): the previous launch's count of CTAs in place of the PDL wait (handoff_wait).
-// v26 (kRamped, v22's): the rows split by gemv_rows_begin_ramped (NormGemvArgs::row_ramp_permille).
+// v26 (kRamped, v22's): the rows split by gemv_rows_begin_ramped (NormGemvArgs::row_ramp_permille and
+// row_ramp_first_cta).
 template <int kK, int kGroup = 8, int kRingStages = kStages, bool kPaced = false, bool kLate = false,
           bool kTouchPages = false, bool kHandoff = false, bool kRamped = false>
 __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArgs a, int prewait_groups) {
@@ -333,9 +335,10 @@ __global__ void __launch_bounds__(kThreads, 1) norm_gemv_lean_kernel(NormGemvArg
   stamp(a.trace, kTraceStart);
   const int64_t ctas = gridDim.x;
   const int64_t ramp = kRamped ? a.row_ramp_permille : 0;  // 0: the even split, c * n / ctas (v18-v25)
-  const int64_t row0 = gemv_rows_begin_ramped(blockIdx.x, ctas, a.n, ramp);
-  const int rows = int(gemv_rows_begin_ramped(blockIdx.x + 1, ctas, a.n, ramp) - row0);
-  const int dots_stride = int(gemv_rows_max_ramped(ctas, a.n, ramp));
+  const int64_t ramp_from = kRamped ? a.row_ramp_first_cta : 0;
+  const int64_t row0 = gemv_rows_begin_ramped(blockIdx.x, ctas, a.n, ramp, ramp_from);
+  const int rows = int(gemv_rows_begin_ramped(blockIdx.x + 1, ctas, a.n, ramp, ramp_from) - row0);
+  const int dots_stride = int(gemv_rows_max_ramped(ctas, a.n, ramp, ramp_from));
   const int groups = (rows + kGroup - 1) / kGroup;
   uint4* const ring = reinterpret_cast<uint4*>(smem_raw) + threadIdx.x;  // this thread's piece of stage 0, row 0
   float* dots = reinterpret_cast<float*>(smem_raw + size_t(kRingStages) * kGroup * kThreads * 16);  // (kWarps, stride)
@@ -468,10 +471,10 @@ constexpr int kLeanK = 4096;
 // The ring, the warp sums (kBlock / 32, rows per CTA: the most gemv_rows_begin_ramped gives at ramp_permille) and,
 // for v17 (pair), h' as bf16 (hidden).
 template <int kVecs, int kGroup, int kBlock = kThreads, bool kPair = false, int kRingStages = kStages>
-size_t smem_for(const NormGemvArgs& a, int64_t ramp_permille = 0) {
+size_t smem_for(const NormGemvArgs& a, int64_t ramp_permille = 0, int64_t ramp_first_cta = 0) {
   const int64_t ctas = device_sm_count();
   return gemv_ring::Ring<kVecs, kGroup, kRingStages, kRingStages - 1, kBlock>::kBytes +
-         size_t(kBlock / kWarpSize * gemv_rows_max_ramped(ctas, a.n, ramp_permille)) * sizeof(float) +
+         size_t(kBlock / kWarpSize * gemv_rows_max_ramped(ctas, a.n, ramp_permille, ramp_first_cta)) * sizeof(float) +
          (kPair ? size_t(a.k) * 2 : 0);
 }
 
@@ -603,7 +606,8 @@ template <int kGroup, int kRingStages, bool kPaced = false, bool kLate = false, 
 void launch_lean(const NormGemvArgs& a, int prewait_groups, cudaStream_t stream) {
   const auto kernel =
       norm_gemv_lean_kernel<kLeanK, kGroup, kRingStages, kPaced, kLate, kTouchPages, kHandoff, kRamped>;
-  const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a, kRamped ? a.row_ramp_permille : 0);
+  const size_t smem = smem_for<1, kGroup, kThreads, false, kRingStages>(a, kRamped ? a.row_ramp_permille : 0,
+                                                                       kRamped ? a.row_ramp_first_cta : 0);
   if (smem > size_t(device_optin_smem_bytes())) return launch_gemv_norm_v12(a, stream);
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   launch(kernel, dim3(unsigned(device_sm_count())), dim3(kThreads), smem, stream, a, prewait_groups);
@@ -701,7 +705,8 @@ void launch_gemv_norm_v25(const NormGemvArgs& a, cudaStream_t stream) {
 // 128-8192; the ends flatten, but the attention launch's CTAs, which take the SMs the first QKV CTAs leave, become
 // resident later, so its release gains ~0.5 of the tail's 1.5 us.
 bool gemv_norm_v26_supports(const NormGemvArgs& a) {
-  return gemv_norm_v22_supports(a) && a.row_ramp_permille >= -1000 && a.row_ramp_permille <= 1000;
+  return gemv_norm_v22_supports(a) && a.row_ramp_permille >= -1000 && a.row_ramp_permille <= 1000 &&
+         a.row_ramp_first_cta >= 0;
 }
 
 void launch_gemv_norm_v26(const NormGemvArgs& a, cudaStream_t stream) {

@@ -114,6 +114,7 @@ void register_bench(CLI::App& app) {
     int32_t qkv_prewait_groups = 0, qkv_claim_static_groups = 0, qkv_prewait_window = 0, qkv_late_cta_from = 0,
             qkv_late_prewait_groups = 1;
     std::optional<int32_t> qkv_row_ramp_permille;  // (unset: EngineOptions' default)
+    std::optional<int32_t> qkv_row_ramp_first_cta;  // (unset: EngineOptions' default)
     std::optional<int64_t> attention_prefetch_mb;
     std::vector<std::string> skip;
     std::vector<std::string> pdl_trigger;
@@ -294,6 +295,10 @@ void register_bench(CLI::App& app) {
                   "Tuning, --norm-gemv v26: how far the CTAs' shares of the QKV rows fall from the first CTA to the "
                   "last, per mille of the even share (negative: rising; default: the engine's)")
       ->check(CLI::Range(-1000, 1000));
+  cmd->add_option("--qkv-row-ramp-first-cta", o->qkv_row_ramp_first_cta,
+                  "Tuning, --norm-gemv v26: the CTAs before this index take the even share of the QKV rows and the "
+                  "ramp spreads the rest over the others (0: the whole grid; default: the engine's)")
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--qkv-claim-static-groups", o->qkv_claim_static_groups,
                   "Tuning, --norm-gemv v21: groups of 8 rows a CTA owns before it takes more from the queue (0: 4)")
       ->check(CLI::Range(0, 16));
@@ -409,6 +414,7 @@ void register_bench(CLI::App& app) {
     options.qkv_late_cta_from = o->qkv_late_cta_from;
     options.qkv_late_prewait_groups = o->qkv_late_prewait_groups;
     if (o->qkv_row_ramp_permille) options.qkv_row_ramp_permille = *o->qkv_row_ramp_permille;
+    if (o->qkv_row_ramp_first_cta) options.qkv_row_ramp_first_cta = *o->qkv_row_ramp_first_cta;
     if (!o->l2_persist.empty()) options.l2_persist = o->l2_persist;
     options.l2_persist_bytes = o->l2_persist_mb << 20;
     if (!o->residual_gemv.empty()) options.residual_gemv = o->residual_gemv;
@@ -561,6 +567,7 @@ void register_bench(CLI::App& app) {
     j["qkv_late_cta_from"] = options.qkv_late_cta_from;
     j["qkv_late_prewait_groups"] = options.qkv_late_prewait_groups;
     j["qkv_row_ramp_permille"] = options.qkv_row_ramp_permille;
+    j["qkv_row_ramp_first_cta"] = options.qkv_row_ramp_first_cta;
     j["norm_gemv_batched"] = options.decode_norm_gemv_batched;
     j["decode_layers"] = options.decode_layers;
     j["attention_o"] = options.decode_attention_o;

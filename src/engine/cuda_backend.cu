@@ -894,6 +894,7 @@ void run_layers(CudaEngine::Impl& m, const ModelConfig& c, const EngineOptions& 
       a.late_cta_from = o.qkv_late_cta_from;
       a.late_prewait_groups = o.qkv_late_prewait_groups;
       a.row_ramp_permille = o.qkv_row_ramp_permille;
+      a.row_ramp_first_cta = o.qkv_row_ramp_first_cta;
       if (o.mlp_trace && m.qkv_trace.bytes() > 0)
         a.trace = m.qkv_trace.as<uint64_t>() + int64_t(l) * kernels::device_sm_count() *
                                                    kernels::kNormGemvTraceEvents;

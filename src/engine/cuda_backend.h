@@ -72,6 +72,9 @@ struct EngineOptions {
   // 32), 1.0014x-1.0034x of v22 at prompts 128-8192 (300 and 700: within 0.1% of v22; 200: 0.9976x); the H200 is
   // not measured yet (its QKV GEMV's ends rise less with the block index: session 22).
   int32_t qkv_row_ramp_permille = 450;
+  // norm_gemv v26: the first CTA of the ramp; the CTAs before it take the even share (NormGemvArgs::
+  // row_ramp_first_cta). 0: the ramp over the whole grid.
+  int32_t qkv_row_ramp_first_cta = 0;
   // The whole batch-1 layer stack of a decode step in one persistent kernel (kernels/registry.h
   // decode_layers_versions), or "off": the folded-norm chain of five launches per layer. Used where the version
   // supports the shape and device (sm_90); otherwise, and at batch > 1, the chain runs. Off by default until a

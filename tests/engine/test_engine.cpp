@@ -353,20 +353,22 @@ TEST(EngineHandoff, CountedLaunchesMatchPdlWaits) {
   }
 }
 
-// norm_gemv v26 only moves rows between the QKV GEMV's CTAs (NormGemvArgs::row_ramp_permille): each row's dot
-// product is v22's, so a decode step gives the same tokens and logits bits with any ramp as with v22. v26's own
-// kernel takes hidden 4096 only: a random Qwen3-8B-shaped model cut to 3 layers. decode_mlp off: the one-launch
-// MLP's fp32 reductions meet in no fixed order, so with it the bits would vary run to run.
+// norm_gemv v26 only moves rows between the QKV GEMV's CTAs (NormGemvArgs::row_ramp_permille and
+// row_ramp_first_cta): each row's dot product is v22's, so a decode step gives the same tokens and logits bits with
+// any ramp as with v22. v26's own kernel takes hidden 4096 only: a random Qwen3-8B-shaped model cut to 3 layers.
+// decode_mlp off: the one-launch MLP's fp32 reductions meet in no fixed order, so with it the bits would vary run to
+// run.
 TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
   config.num_layers = 3;
-  const auto run = [&](const std::string& norm_gemv, int32_t ramp) {
+  const auto run = [&](const std::string& norm_gemv, int32_t ramp, int32_t first_cta) {
     EngineOptions options;
     options.context = 64;
     options.decode_mlp = "off";
     options.norm_gemv = norm_gemv;
     options.qkv_row_ramp_permille = ramp;
+    options.qkv_row_ramp_first_cta = first_cta;
     CudaEngine engine(config, 7, options);
     SamplingParams greedy;
     greedy.temperature = 0;
@@ -377,11 +379,12 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
     tokens.insert(tokens.end(), rest.begin(), rest.end());
     return std::make_pair(tokens, engine.last_logits_hash(0));
   };
-  const auto even = run("v22_gemv_norm_ring_paced", 0);
-  for (const int32_t ramp : {450, -1000, 1000}) {
-    const auto ramped = run("v26_gemv_norm_ring_ramp", ramp);
-    EXPECT_EQ(ramped.first, even.first) << "ramp " << ramp;
-    EXPECT_EQ(ramped.second, even.second) << "ramp " << ramp;
+  const auto even = run("v22_gemv_norm_ring_paced", 0, 0);
+  for (const auto& [ramp, first_cta] : std::vector<std::pair<int32_t, int32_t>>{
+           {450, 0}, {-1000, 0}, {1000, 0}, {600, 44}, {1000, 100}}) {
+    const auto ramped = run("v26_gemv_norm_ring_ramp", ramp, first_cta);
+    EXPECT_EQ(ramped.first, even.first) << "ramp " << ramp << " from CTA " << first_cta;
+    EXPECT_EQ(ramped.second, even.second) << "ramp " << ramp << " from CTA " << first_cta;
   }
 }
 

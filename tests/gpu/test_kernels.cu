@@ -256,35 +256,51 @@ TEST(Registry, EveryOpListsNamedVersions) {
 }
 
 // Host-only: norm_gemv v26's split of n rows over CTAs (gemv_rows_begin_ramped) covers [0, n) in order, gives no
-// CTA more than gemv_rows_max_ramped, is the even split c * n / ctas at 0 and falls (rises) with c at p > 0 (< 0).
+// CTA more than gemv_rows_max_ramped, is the even split c * n / ctas at 0 and before the ramp's first CTA, and falls
+// (rises) with c at p > 0 (< 0) from there on.
 TEST(RowSplit, RampedSharesCoverTheRowsInOrder) {
   for (const int64_t ctas : {1, 7, 132}) {
     for (const int64_t n : {1, 5, 131, 6144, 151936}) {
       for (const int64_t permille : {-1000, -250, 0, 1, 300, 999, 1000}) {
-        const std::string label = "ctas=" + str(ctas) + " n=" + str(n) + " permille=" + str(permille);
-        EXPECT_EQ(kernels::gemv_rows_begin_ramped(0, ctas, n, permille), 0) << label;
-        EXPECT_EQ(kernels::gemv_rows_begin_ramped(ctas, ctas, n, permille), n) << label;
-        const int64_t most = kernels::gemv_rows_max_ramped(ctas, n, permille);
-        for (int64_t c = 0; c < ctas; ++c) {
-          const int64_t begin = kernels::gemv_rows_begin_ramped(c, ctas, n, permille);
-          const int64_t rows = kernels::gemv_rows_begin_ramped(c + 1, ctas, n, permille) - begin;
-          ASSERT_GE(rows, 0) << label << " c=" << c;
-          ASSERT_LE(rows, most) << label << " c=" << c;
-          if (permille == 0) ASSERT_EQ(begin, c * n / ctas) << label << " c=" << c;
+        for (const int64_t first : {int64_t(0), int64_t(1), ctas / 3, ctas - 1, ctas, ctas + 500}) {
+          const std::string label =
+              "ctas=" + str(ctas) + " n=" + str(n) + " permille=" + str(permille) + " first=" + str(first);
+          EXPECT_EQ(kernels::gemv_rows_begin_ramped(0, ctas, n, permille, first), 0) << label;
+          EXPECT_EQ(kernels::gemv_rows_begin_ramped(ctas, ctas, n, permille, first), n) << label;
+          const int64_t most = kernels::gemv_rows_max_ramped(ctas, n, permille, first);
+          int64_t previous_rows = -1;
+          for (int64_t c = 0; c < ctas; ++c) {
+            const int64_t begin = kernels::gemv_rows_begin_ramped(c, ctas, n, permille, first);
+            const int64_t rows = kernels::gemv_rows_begin_ramped(c + 1, ctas, n, permille, first) - begin;
+            ASSERT_GE(rows, 0) << label << " c=" << c;
+            ASSERT_LE(rows, most) << label << " c=" << c;
+            if (permille == 0 || c <= first) ASSERT_EQ(begin, c * n / ctas) << label << " c=" << c;
+            // In the ramp a share moves by at most one row against the linear trend (the rounding).
+            if (c > first && previous_rows >= 0 && c - 1 > first) {
+              if (permille > 0) ASSERT_LE(rows, previous_rows + 1) << label << " c=" << c;
+              if (permille < 0) ASSERT_GE(rows, previous_rows - 1) << label << " c=" << c;
+            }
+            previous_rows = rows;
+          }
+          if (permille == 0 || first >= ctas) EXPECT_EQ(most, (n + ctas - 1) / ctas) << label;
         }
-        if (permille == 0) EXPECT_EQ(most, (n + ctas - 1) / ctas) << label;
       }
     }
   }
   // Qwen3-8B's QKV rows over an H100's 132 SMs, 300 per mille: ~1.3x the even share (46.5) first, ~0.7x last.
-  const auto rows_of = [](int64_t c, int64_t permille) {
-    return kernels::gemv_rows_begin_ramped(c + 1, 132, 6144, permille) -
-           kernels::gemv_rows_begin_ramped(c, 132, 6144, permille);
+  const auto rows_of = [](int64_t c, int64_t permille, int64_t first) {
+    return kernels::gemv_rows_begin_ramped(c + 1, 132, 6144, permille, first) -
+           kernels::gemv_rows_begin_ramped(c, 132, 6144, permille, first);
   };
-  EXPECT_NEAR(double(rows_of(0, 300)), 46.5 * 1.3, 1.0);
-  EXPECT_NEAR(double(rows_of(131, 300)), 46.5 * 0.7, 1.0);
-  EXPECT_NEAR(double(rows_of(0, -300)), 46.5 * 0.7, 1.0);
-  EXPECT_NEAR(double(rows_of(131, -300)), 46.5 * 1.3, 1.0);
+  EXPECT_NEAR(double(rows_of(0, 300, 0)), 46.5 * 1.3, 1.0);
+  EXPECT_NEAR(double(rows_of(131, 300, 0)), 46.5 * 0.7, 1.0);
+  EXPECT_NEAR(double(rows_of(0, -300, 0)), 46.5 * 0.7, 1.0);
+  EXPECT_NEAR(double(rows_of(131, -300, 0)), 46.5 * 1.3, 1.0);
+  // From CTA 66 on: the first half keeps the even share, the ramp runs from ~1.3x at 66 to ~0.7x at 131.
+  EXPECT_NEAR(double(rows_of(0, 300, 66)), 46.5, 1.0);
+  EXPECT_NEAR(double(rows_of(65, 300, 66)), 46.5, 1.0);
+  EXPECT_NEAR(double(rows_of(66, 300, 66)), 46.5 * 1.3, 1.0);
+  EXPECT_NEAR(double(rows_of(131, 300, 66)), 46.5 * 0.7, 1.0);
 }
 
 // ---- 00 embedding -----------------------------------------------------------------------------------------
@@ -2102,6 +2118,7 @@ TEST_F(GpuTest, NormGemvMatchesReference) {
         args.late_cta_from = 1;        // (v23) every CTA but the first late, none of their groups before the wait
         args.late_prewait_groups = 0;  // (with 300 partials v23 runs v22)
         args.row_ramp_permille = &layout == &kPartialLayouts[0] ? 300 : -1000;  // (v26) CTA 0 then takes no rows
+        args.row_ramp_first_cta = &layout == &kPartialLayouts[0] ? 44 : 0;  // (v26) a third of 132 on the even split
         runner.run(
             label, args, [&] { y_d.poison(); },
             [&](const std::string& run_label) {
@@ -2275,6 +2292,7 @@ TEST_F(GpuTest, NormGemvWithResidualDelta) {
         args.late_cta_from = copies == 1 ? 0 : 1;       // (v23) a quarter of the grid late, or all but CTA 0
         args.late_prewait_groups = copies == 1 ? 1 : 2;
         args.row_ramp_permille = copies == 1 ? 1000 : 150;  // (v26) the last CTA then takes ~1 / 132 of a share
+        args.row_ramp_first_cta = copies == 1 ? 66 : 0;     // (v26) the ramp over the grid's second half
         EXPECT_FALSE(v9.supports(args)) << label << " | v9_gemv_norm_tma has no delta form: it must refuse";
         if (copies > 1) check_delta_copies_support(versions, args, label, true, must_take_copies);
         runner.run(
