@@ -7,8 +7,10 @@ prints the mean and the slowest CTA over CTAs, averaged over layers, in microsec
 the event (a stamp of 0: not reached, e.g. "attended" for CTAs without a split). Event names come from the file
 ("event_names"; the attention_o trace predates it). With --by-split (attention_o traces) it also prints each event's
 mean for the CTAs with a split and those without one, in microseconds after the layer's first PDL wait ("waited"),
-the first layer left out (as in ITERATIONS.md session 15's table).
-Usage: bench/attention_o_trace.py [--by-split] TRACE.json [TRACE2.json ...]
+the first layer left out (as in ITERATIONS.md session 15's table), and the head merges: CTA c attends kv head
+c % kv_heads (--kv-heads, default 8: Qwen3-8B), and the head's last split, which merges it (v2 and later), stamps
+"attended" after the merge, so its lag behind the head's other splits is the merge's time on the chain (session 33).
+Usage: bench/attention_o_trace.py [--by-split [--kv-heads N]] TRACE.json [TRACE2.json ...]
 """
 import gzip
 import json
@@ -83,10 +85,41 @@ def by_split(path):
             continue
         cells = " ".join(f"{n}={sum(v) / len(v):.2f}" for n, v in values.items() if n not in ("start", "issued"))
         print(f"  {group:<13} {counts[group] / (layers - 1):6.1f} CTAs a layer  {cells}")
+    merge_lags(t, ix, kv_heads)
 
 
-split_view = "--by-split" in sys.argv[1:]
-for p in (a for a in sys.argv[1:] if a != "--by-split"):
+def merge_lags(t, ix, heads):
+    """Per kv head and layer (1..), the head's last "attended" stamp (its merging split, stamped after the merge)
+    against the head's other splits: the merge's lag, and when both came, us after the layer's first PDL wait."""
+    layers, ctas, events, stamps = t["layers"], t["ctas"], t["events"], t["stamps_ns"]
+    lags, others, mergers = [], [], []
+    for layer in range(1, layers):
+        rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
+        ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
+        for h in range(heads):
+            done = sorted((r[ix["attended"]] - ref) / 1e3 for c, r in enumerate(rows)
+                          if c % heads == h and r[ix["attended"]] != 0)
+            if len(done) < 2:
+                continue  # a lone split merges nothing
+            lags.append(done[-1] - done[-2])
+            others.append(done[-2])
+            mergers.append(done[-1])
+    if not lags:
+        return
+    lags.sort()
+    print(f"  head merges ({heads} kv heads): the merging split counted {sum(lags) / len(lags):.2f} us (median "
+          f"{lags[len(lags) // 2]:.2f}) after its head's other splits; those at {sum(others) / len(others):.2f} us, "
+          f"the merging split at {sum(mergers) / len(mergers):.2f} us (means)")
+
+
+args = sys.argv[1:]
+split_view = "--by-split" in args
+kv_heads = 8
+if "--kv-heads" in args:
+    i = args.index("--kv-heads")
+    kv_heads = int(args[i + 1])
+    del args[i:i + 2]
+for p in (a for a in args if a != "--by-split"):
     summarize(p)
     if split_view:
         by_split(p)

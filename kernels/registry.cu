@@ -146,6 +146,8 @@ void launch_qkv_attention_o_v32(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v32_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v33(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v33_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v34(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v34_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -520,6 +522,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                       "PDL wait and count themselves done for the next MLP (QkvAttentionOArgs::"
                                       "handoff, handoff_signal; norm_gemv v25, norm_mlp v19) (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v33, qkv_attention_o_v33_supports, 1, true},
+      {"v34_qkv_attention_o_release_counts", "v25 whose splits, head merges and waits for the merged heads "
+                                             "synchronize through one thread's release / acquire on their counts "
+                                             "instead of every thread's __threadfence (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v34, qkv_attention_o_v34_supports},
   };
   return v;
 }

@@ -422,7 +422,7 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false>
+          bool kCounted = false, bool kReleaseCounts = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
@@ -1025,26 +1025,37 @@ __global__ void __launch_bounds__(kThreads, 1)
         reinterpret_cast<float2*>(split_stats)[head_split] =
             make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
     }
-    __threadfence();  // visible device-wide before the split (or v3's lone split's head) counts itself in
+    // visible device-wide before the split (or v3's lone split's head) counts itself in (v34: thread 0's release
+    // below, after the barrier, orders the whole CTA's writes before its count)
+    if constexpr (!kReleaseCounts) __threadfence();
     __syncthreads();
     if (lone_split) {
       if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
     } else if constexpr (kHeadMerge) {
       __shared__ int last_split;
       if (threadIdx.x == 0) {
-        last_split = atomicAdd(head_arrivals + kv_head, 1u) + 1 == uint32_t(splits);
+        // (v34: acquire and release: the last split sees every other split's partial, and releases its own)
+        const uint32_t before =
+            kReleaseCounts ? atom_acq_rel_gpu_add(head_arrivals + kv_head, 1u) : atomicAdd(head_arrivals + kv_head, 1u);
+        last_split = before + 1 == uint32_t(splits);
         if (last_split) head_arrivals[kv_head] = 0;  // every split of the head is in: ready for the next launch
         if (kClaimsAhead > 0 && last_split) head_arrivals[p.kv_heads + kv_head] = 0;  // (every claim made too)
       }
       __syncthreads();
       merged_head = last_split;
       if (last_split) {
-        __threadfence();
+        if constexpr (!kReleaseCounts) __threadfence();  // (v34: thread 0's acquire above, then the barrier)
         merge_heads(kv_head * group, (kv_head + 1) * group,
                     [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) { store_quad(a.attention.out, quad, lo, hi); });
-        __threadfence();  // the head's output is visible device-wide before it counts as merged
+        // the head's output is visible device-wide before it counts as merged (v34: thread 0's release add)
+        if constexpr (!kReleaseCounts) __threadfence();
         __syncthreads();
-        if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
+        if (threadIdx.x == 0) {
+          if constexpr (kReleaseCounts)
+            red_release_gpu_add(arrivals, 1u);
+          else
+            atomicAdd(arrivals, 1u);
+        }
       }
     } else {
       if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
@@ -1121,7 +1132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       stamp(a.trace, kTraceAllSplits);
       if (kTriggerLate && trigger_point == 0) pdl_launch_dependents();
       if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
-      __threadfence();
+      if constexpr (!kReleaseCounts) __threadfence();  // (v34: wait_for's acquire load, then its barrier)
       const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
       for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
     } else {
@@ -1485,12 +1496,12 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false>
+          bool kCounted = false, bool kReleaseCounts = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted>;
+                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1508,20 +1519,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false>
+          bool kCounted = false, bool kReleaseCounts = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
   }
 }
 
@@ -1534,7 +1545,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false>
+          bool kCounted = false, bool kReleaseCounts = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1545,11 +1556,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1847,23 +1858,23 @@ namespace {
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
 // cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31). kTriggerLate: v32's PDL trigger.
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
-          bool kCounted = false>
+          bool kCounted = false, bool kReleaseCounts = false>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
-    if constexpr (kCounted)  // (v33: v9's kernel with the hand-offs)
+    if constexpr (kCounted || kReleaseCounts)  // (v33: v9's kernel with the hand-offs; v34: its counts)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
-                            false, 0, false, true>(a, stream);
+                            false, 0, false, kCounted, kReleaseCounts>(a, stream);
     return launch_qkv_attention_o_v9(a, stream);
   }
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, stream);
+                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff, kTriggerLate, kCounted>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, stream);
 }
 
 }  // namespace
@@ -2011,6 +2022,22 @@ bool qkv_attention_o_v33_supports(const QkvAttentionOArgs& a) {
 void launch_qkv_attention_o_v33(const QkvAttentionOArgs& a, cudaStream_t stream) {
   if (a.handoff == nullptr && a.handoff_signal == nullptr) return launch_qkv_attention_o_v25(a, stream);
   launch_scaled_early<0, false, 0, false, true>(a, stream);
+}
+
+// v34_qkv_attention_o_release_counts: v25 (v9's kernel where v25 runs it) whose splits, head merges and waits for
+// the merged heads synchronize through one thread's release and acquire operations on their counts instead of every
+// thread's __threadfence (kReleaseCounts above): a split's thread 0 adds its count with acq_rel semantics after the
+// CTA's barrier, the merging split's thread 0 adds the head's with release semantics, and the waiting CTAs' thread 0
+// reads the count with acquire loads (wait_for), each followed by a barrier. The same loads, arithmetic and stores:
+// v25's bits. Why: the chain from a split's partials to the merged heads in every CTA crosses four rounds of
+// __threadfence by all 256 threads (fence.sc.gpu, which orders against every other SC fence on the GPU); traced on
+// an H100 at prompt 128 (ITERATIONS.md session 33), the merging split of each kv head counted itself 2.5 us after
+// the head's other splits, and every CTA had the merged heads in shared memory 4.2 us after them. Refuses what v25
+// refuses.
+bool qkv_attention_o_v34_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v25_supports(a); }
+
+void launch_qkv_attention_o_v34(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 0, false, false, true>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

@@ -388,6 +388,40 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   }
 }
 
+// qkv_attention_o v34 changes only how the splits, the head merges and the waits for the merged heads order their
+// memory (one thread's release / acquire on the counts instead of every thread's fence): the same loads, arithmetic
+// and stores as v25, so a decode step gives the same tokens and logits bits. Two contexts, so that v25's short
+// kernel (a few splits a head, the others free) and its kernel for longer positions both run. A random
+// Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32 reductions meet in no fixed order).
+TEST(EngineAttentionO, ReleaseCountsSameBitsAsV25) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
+  ModelConfig config = synthetic_qwen3_config("qwen3-8b");
+  config.num_layers = 3;
+  for (const auto& [context, prompt_len] : std::vector<std::pair<int32_t, int32_t>>{{64, 4}, {4096, 2500}}) {
+    const auto run = [&](const std::string& attention_o) {
+      EngineOptions options;
+      options.context = context;
+      options.decode_mlp = "off";
+      options.decode_attention_o = attention_o;
+      CudaEngine engine(config, 7, options);
+      SamplingParams greedy;
+      greedy.temperature = 0;
+      engine.set_sampling(0, greedy);
+      engine.reset_slot(0);
+      std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+      for (int32_t i = 0; i < prompt_len; ++i) prompt[size_t(i)] = 5 + (i * 7919) % 1000;
+      std::vector<int32_t> tokens{engine.prefill(0, prompt)};
+      const auto rest = engine.decode(1, 6);  // graph replays
+      tokens.insert(tokens.end(), rest.begin(), rest.end());
+      return std::make_pair(tokens, engine.last_logits_hash(0));
+    };
+    const auto v25 = run("v25_qkv_attention_o_scaled_early");
+    const auto v34 = run("v34_qkv_attention_o_release_counts");
+    EXPECT_EQ(v34.first, v25.first) << "context " << context;
+    EXPECT_EQ(v34.second, v25.second) << "context " << context;
+  }
+}
+
 // L2 persistence is a cache policy only: the same tokens and the same logits bits with and without it.
 TEST(EngineL2Persist, SameBitsAsWithout) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
