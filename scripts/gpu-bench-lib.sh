@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh):
+# Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh,
+# gpu-qkv-ramp.sh, gpu-release-counts.sh):
 # source it after setting BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches),
 # START (date +%s) and COMMON (the `qwen3 bench` flags every run shares); measure_read_peak needs only BIN and OUT_DIR.
 
@@ -10,6 +11,22 @@ measure_read_peak() {
   tail -4 "$OUT_DIR/peaks.txt" >&2
   python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
 print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530
+}
+
+# run_tests BINARY FILTER VERSIONS OUT_FILE [GREP]: one gtest binary under --gtest_filter=FILTER (and, where VERSIONS
+# is not empty, QWEN3_GPU_TESTS_VERSIONS=VERSIONS), its output in OUT_FILE; prints its exit status and counts, then
+# the first lines of OUT_FILE that show failures or match GREP. Nothing where BINARY is not there.
+run_tests() {
+  local binary=$1 filter=$2 versions=$3 out=$4 extra=${5:-FAILED}
+  [ -x "$binary" ] || return 0
+  if [ -n "$versions" ]; then
+    QWEN3_GPU_TESTS_VERSIONS=$versions timeout 240 "$binary" --gtest_filter="$filter" > "$out" 2>&1
+  else
+    timeout 240 "$binary" --gtest_filter="$filter" > "$out" 2>&1
+  fi
+  echo "$(basename "$binary") $filter: exit $? ($(grep -c '^\[       OK' "$out") ok," \
+    "$(grep -c '^\[  FAILED' "$out") failed lines)"
+  grep -h -e "FAILED" -e "Failure" -e "$extra" "$out" | head -12
 }
 
 # bench TAG PROMPT_LEN FLAGS...: one `qwen3 bench` run, its JSON line tagged into $RESULTS; none once the budget is

@@ -30,16 +30,9 @@ if [[ $GPU == *H200* ]]; then
   PEAK=$(measure_read_peak 2> /dev/null)
   echo "read peak: $PEAK GB/s"
 fi
-QWEN3_GPU_TESTS_VERSIONS=v26_gemv_norm_ring_ramp,v22_gemv_norm_ring_paced \
-  timeout 200 "$BIN/qwen3_gpu_tests" --gtest_filter='GpuTest.NormGemv*:RowSplit.*' > "$OUT_DIR/kernel-tests.txt" 2>&1
-echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
-  "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
-grep -h "FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" | head -10
-if [ -x "$BIN/qwen3_engine_tests" ]; then
-  timeout 200 "$BIN/qwen3_engine_tests" --gtest_filter='EngineQkvRamp.*' > "$OUT_DIR/engine-tests.txt" 2>&1
-  echo "engine test: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/engine-tests.txt") ok)"
-  grep -h "FAILED\|Failure\|ramp " "$OUT_DIR/engine-tests.txt" | head -10
-fi
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.NormGemv*:RowSplit.*' v26_gemv_norm_ring_ramp,v22_gemv_norm_ring_paced \
+  "$OUT_DIR/kernel-tests.txt"
+run_tests "$BIN/qwen3_engine_tests" 'EngineQkvRamp.*' "" "$OUT_DIR/engine-tests.txt" "ramp "
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 # ramp_flags PERMILLE[@FIRST_CTA]: v26's flags for one entry of RAMPS.
 ramp_flags() {

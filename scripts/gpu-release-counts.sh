@@ -26,16 +26,8 @@ if [[ $GPU == *H200* && -x "$BIN/measure_peaks" ]]; then
   PEAK=$(measure_read_peak 2> /dev/null)
   echo "read peak: $PEAK GB/s"
 fi
-QWEN3_GPU_TESTS_VERSIONS=v34_,v25_ timeout 240 "$BIN/qwen3_gpu_tests" --gtest_filter='GpuTest.QkvAttentionO*' \
-  > "$OUT_DIR/kernel-tests.txt" 2>&1
-echo "kernel tests: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/kernel-tests.txt") ok," \
-  "$(grep -c '^\[  FAILED' "$OUT_DIR/kernel-tests.txt") failed lines)"
-grep -h "versions \]\|FAILED\|Failure" "$OUT_DIR/kernel-tests.txt" | head -12
-if [ -x "$BIN/qwen3_engine_tests" ]; then
-  timeout 200 "$BIN/qwen3_engine_tests" --gtest_filter='EngineAttentionO.*' > "$OUT_DIR/engine-tests.txt" 2>&1
-  echo "engine test: exit $? ($(grep -c '^\[       OK' "$OUT_DIR/engine-tests.txt") ok)"
-  grep -h "FAILED\|Failure\|context " "$OUT_DIR/engine-tests.txt" | head -10
-fi
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v34_,v25_ "$OUT_DIR/kernel-tests.txt" "versions \]"
+run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*' "" "$OUT_DIR/engine-tests.txt" "context "
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 V34=(--attention-o v34_qkv_attention_o_release_counts)
 START=$(date +%s)

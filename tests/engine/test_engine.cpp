@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/config.h"
@@ -353,6 +355,22 @@ TEST(EngineHandoff, CountedLaunchesMatchPdlWaits) {
   }
 }
 
+// The greedy tokens of a prefill of `prompt` and six decode steps (graph replays) on the random model of `config`
+// (seed 7), and the last logits' hash: what two versions that must give the same bits are compared on.
+std::pair<std::vector<int32_t>, uint64_t> greedy_tokens_and_hash(const ModelConfig& config,
+                                                                 const EngineOptions& options,
+                                                                 const std::vector<int32_t>& prompt) {
+  CudaEngine engine(config, 7, options);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  engine.set_sampling(0, greedy);
+  engine.reset_slot(0);
+  std::vector<int32_t> tokens{engine.prefill(0, prompt)};
+  const auto rest = engine.decode(1, 6);
+  tokens.insert(tokens.end(), rest.begin(), rest.end());
+  return {tokens, engine.last_logits_hash(0)};
+}
+
 // norm_gemv v26 only moves rows between the QKV GEMV's CTAs (NormGemvArgs::row_ramp_permille and
 // row_ramp_first_cta): each row's dot product is v22's, so a decode step gives the same tokens and logits bits with
 // any ramp as with v22. v26's own kernel takes hidden 4096 only: a random Qwen3-8B-shaped model cut to 3 layers.
@@ -369,15 +387,7 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
     options.norm_gemv = norm_gemv;
     options.qkv_row_ramp_permille = ramp;
     options.qkv_row_ramp_first_cta = first_cta;
-    CudaEngine engine(config, 7, options);
-    SamplingParams greedy;
-    greedy.temperature = 0;
-    engine.set_sampling(0, greedy);
-    engine.reset_slot(0);
-    std::vector<int32_t> tokens{engine.prefill(0, std::vector<int32_t>{5, 6, 7, 8})};
-    const auto rest = engine.decode(1, 6);  // graph replays
-    tokens.insert(tokens.end(), rest.begin(), rest.end());
-    return std::make_pair(tokens, engine.last_logits_hash(0));
+    return greedy_tokens_and_hash(config, options, {5, 6, 7, 8});
   };
   const auto even = run("v22_gemv_norm_ring_paced", 0, 0);
   for (const auto& [ramp, first_cta] : std::vector<std::pair<int32_t, int32_t>>{
@@ -398,22 +408,14 @@ TEST(EngineAttentionO, ReleaseCountsSameBitsAsV25) {
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
   config.num_layers = 3;
   for (const auto& [context, prompt_len] : std::vector<std::pair<int32_t, int32_t>>{{64, 4}, {4096, 2500}}) {
+    std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+    for (int32_t i = 0; i < prompt_len; ++i) prompt[size_t(i)] = 5 + (i * 7919) % 1000;
     const auto run = [&](const std::string& attention_o) {
       EngineOptions options;
       options.context = context;
       options.decode_mlp = "off";
       options.decode_attention_o = attention_o;
-      CudaEngine engine(config, 7, options);
-      SamplingParams greedy;
-      greedy.temperature = 0;
-      engine.set_sampling(0, greedy);
-      engine.reset_slot(0);
-      std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
-      for (int32_t i = 0; i < prompt_len; ++i) prompt[size_t(i)] = 5 + (i * 7919) % 1000;
-      std::vector<int32_t> tokens{engine.prefill(0, prompt)};
-      const auto rest = engine.decode(1, 6);  // graph replays
-      tokens.insert(tokens.end(), rest.begin(), rest.end());
-      return std::make_pair(tokens, engine.last_logits_hash(0));
+      return greedy_tokens_and_hash(config, options, prompt);
     };
     const auto v25 = run("v25_qkv_attention_o_scaled_early");
     const auto v34 = run("v34_qkv_attention_o_release_counts");
