@@ -58,9 +58,11 @@ def summarize(path):
             print(f"{e:<12} {s[0] / s[2]:8.2f} {s[1] / s[2]:8.2f}")
 
 
-def by_split(path):
+def by_split(path, kv_heads):
     """Per event, the mean over the CTAs with a split ("attended" stamped) and over those without, us after the
-    layer's earliest "waited" stamp, layers 1.. (the first layer's launch waits on the embedding, not a GEMV)."""
+    layer's earliest "waited" stamp, layers 1.. (the first layer's launch waits on the embedding, not a GEMV). Then
+    the head merges: per kv head and layer, the head's last "attended" stamp (its merging split, stamped after the
+    merge) against the head's other splits."""
     t = load(path)
     layers, ctas, events = t["layers"], t["ctas"], t["events"]
     names = t.get("event_names", EVENTS)
@@ -70,44 +72,33 @@ def by_split(path):
     stamps, ix = t["stamps_ns"], {n: i for i, n in enumerate(names)}
     groups = {"with a split": {}, "without": {}}
     counts = {"with a split": 0, "without": 0}
+    lags, others, mergers = [], [], []  # per kv head and layer: the merge's lag, the other splits', the merger's
     for layer in range(1, layers):
         rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
         ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
-        for r in rows:
+        attended = [[] for _ in range(kv_heads)]
+        for c, r in enumerate(rows):
             group = "with a split" if r[ix["attended"]] != 0 else "without"
             counts[group] += 1
             for n in names:
                 if n != "sm" and r[ix[n]] != 0:
                     groups[group].setdefault(n, []).append((r[ix[n]] - ref) / 1e3)
+            if r[ix["attended"]] != 0:
+                attended[c % kv_heads].append((r[ix["attended"]] - ref) / 1e3)
+        for done in (sorted(a) for a in attended if len(a) > 1):  # (a lone split merges nothing)
+            lags.append(done[-1] - done[-2])
+            others.append(done[-2])
+            mergers.append(done[-1])
     print(f"{path}: means by CTA group, us after the layer's first PDL wait (layers 1-{layers - 1})")
     for group, values in groups.items():
         if counts[group] == 0:
             continue
         cells = " ".join(f"{n}={sum(v) / len(v):.2f}" for n, v in values.items() if n not in ("start", "issued"))
         print(f"  {group:<13} {counts[group] / (layers - 1):6.1f} CTAs a layer  {cells}")
-    merge_lags(t, ix, kv_heads)
-
-
-def merge_lags(t, ix, heads):
-    """Per kv head and layer (1..), the head's last "attended" stamp (its merging split, stamped after the merge)
-    against the head's other splits: the merge's lag, and when both came, us after the layer's first PDL wait."""
-    layers, ctas, events, stamps = t["layers"], t["ctas"], t["events"], t["stamps_ns"]
-    lags, others, mergers = [], [], []
-    for layer in range(1, layers):
-        rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
-        ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
-        for h in range(heads):
-            done = sorted((r[ix["attended"]] - ref) / 1e3 for c, r in enumerate(rows)
-                          if c % heads == h and r[ix["attended"]] != 0)
-            if len(done) < 2:
-                continue  # a lone split merges nothing
-            lags.append(done[-1] - done[-2])
-            others.append(done[-2])
-            mergers.append(done[-1])
     if not lags:
         return
     lags.sort()
-    print(f"  head merges ({heads} kv heads): the merging split counted {sum(lags) / len(lags):.2f} us (median "
+    print(f"  head merges ({kv_heads} kv heads): the merging split counted {sum(lags) / len(lags):.2f} us (median "
           f"{lags[len(lags) // 2]:.2f}) after its head's other splits; those at {sum(others) / len(others):.2f} us, "
           f"the merging split at {sum(mergers) / len(mergers):.2f} us (means)")
 
@@ -122,4 +113,4 @@ if "--kv-heads" in args:
 for p in (a for a in args if a != "--by-split"):
     summarize(p)
     if split_view:
-        by_split(p)
+        by_split(p, kv_heads)

@@ -517,6 +517,11 @@ struct NormGemvArgs {
 
 constexpr int kNormGemvTraceEvents = 5;
 
+// The first CTA of gemv_rows_begin_ramped's ramp: first_ramped clamped to the grid, 0 where permille is 0 (no ramp:
+// the even split, whatever first_ramped).
+__host__ __device__ inline int64_t gemv_ramp_first_cta(int64_t ctas, int64_t permille, int64_t first_ramped) {
+  return permille == 0 ? 0 : first_ramped < ctas ? first_ramped : ctas;
+}
 // The first of n rows that CTA c of `ctas` takes where the shares fall linearly with c (NormGemvArgs::
 // row_ramp_permille = p): CTAs [0, c) take the fraction c / ctas + p / 1000 * c (ctas - c) / ctas² of the rows,
 // rounded down; CTA c's share is then n / ctas * (1 + p / 1000 * (ctas - 2c - 1) / ctas). p = 0: c * n / ctas.
@@ -525,7 +530,7 @@ constexpr int kNormGemvTraceEvents = 5;
 // PRECOND: 0 <= c <= ctas, |p| <= 1000 (the rows then never fall as c rises), first_ramped >= 0.
 __host__ __device__ inline int64_t gemv_rows_begin_ramped(int64_t c, int64_t ctas, int64_t n, int64_t permille,
                                                           int64_t first_ramped = 0) {
-  const int64_t f = permille == 0 ? 0 : first_ramped < ctas ? first_ramped : ctas;  // (p = 0: the even split)
+  const int64_t f = gemv_ramp_first_cta(ctas, permille, first_ramped);
   if (c <= f) return c * n / ctas;
   const int64_t head = f * n / ctas, tail_ctas = ctas - f, tail_rows = n - head;
   const int64_t t = c - f;
@@ -536,7 +541,7 @@ __host__ __device__ inline int64_t gemv_rows_begin_ramped(int64_t c, int64_t cta
 __host__ __device__ inline int64_t gemv_rows_max_ramped(int64_t ctas, int64_t n, int64_t permille,
                                                         int64_t first_ramped = 0) {
   const int64_t magnitude = permille < 0 ? -permille : permille;
-  const int64_t f = permille == 0 ? 0 : first_ramped < ctas ? first_ramped : ctas;
+  const int64_t f = gemv_ramp_first_cta(ctas, permille, first_ramped);
   const int64_t even = (n + ctas - 1) / ctas;
   if (f == ctas) return even;
   const int64_t tail_ctas = ctas - f, tail_rows = n - f * n / ctas;

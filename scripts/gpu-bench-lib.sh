@@ -39,6 +39,25 @@ bench() {
     sed "s/^{/{\"tag\":\"$tag\",/" >> "$RESULTS" || echo "bench $tag failed: $(tail -1 "$OUT_DIR/bench.err")"
 }
 
+# trace_step TAG FLAGS...: one traced `qwen3 bench` step at prompt 128, its traces in $OUT_DIR/traces/mlp_TAG.json
+# (the MLP and the QKV GEMV) and attn_TAG.json (the attention launch), and the layer's time line from them
+# (bench/layer_timeline.py) appended to $OUT_DIR/timelines.txt under "== TAG: layer timeline".
+trace_step() {
+  local tag=$1
+  shift
+  mkdir -p "$OUT_DIR/traces"
+  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "$@" \
+    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
+    > /dev/null 2>> "$OUT_DIR/bench.err"
+  {
+    echo "== $tag: layer timeline"
+    python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json"
+  } >> "$OUT_DIR/timelines.txt" 2>&1
+}
+
+# pack_traces: $OUT_DIR/traces into one file to bring back, $OUT_DIR/traces.tgz; the folder removed.
+pack_traces() { (cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces); }
+
 # v32_against_v25 PROMPT...: qkv_attention_o v32 (tag v32) against the default v25 (tag v25) at each prompt over
 # three interleaved rounds, then at 8192 once (scripts/gpu-v32.sh, scripts/gpu-h200-v32.sh).
 v32_against_v25() {

@@ -85,7 +85,7 @@ for tag in late_s3k115 late_s2k147; do
 done
 for ((r = 2; r <= ROUNDS; ++r)); do round; done
 
-(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+pack_traces
 [ -f "$OUT_DIR/timelines.txt" ] && tail -n 60 "$OUT_DIR/timelines.txt"
 
 echo "== step times (ms; prompt 128 unless the tag says; each against the default measured beside it)"

@@ -51,17 +51,11 @@ for _ in 1 2; do
   done
 done
 # One traced step each of the default and all three hand-offs (bench/layer_timeline.py: the layer's spans).
-mkdir -p "$OUT_DIR/traces"
 for tag in default all3; do
   flags=()
   [ "$tag" = all3 ] && flags=("${ALL3[@]}")
-  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
-    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
-    > /dev/null 2>> "$OUT_DIR/bench.err"
-  echo "== layer timeline: $tag" >> "$OUT_DIR/timelines.txt"
-  python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json" \
-    >> "$OUT_DIR/timelines.txt" 2>&1
+  trace_step "$tag" "${flags[@]}"
 done
-(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+pack_traces
 cat "$OUT_DIR/timelines.txt"
 step_table default

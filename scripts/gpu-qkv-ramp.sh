@@ -60,21 +60,16 @@ for round in 1 2 3; do
   done
 done
 # One traced step each of v22 and RAMP_TRACE at prompt 128.
-mkdir -p "$OUT_DIR/traces"
 for tag in v22 "ramp$RAMP_TRACE"; do
   flags=(--norm-gemv v22_gemv_norm_ring_paced)
   [ "$tag" != v22 ] && read -r -a flags <<< "$(ramp_flags "$RAMP_TRACE")"
-  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
-    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
-    > /dev/null 2>> "$OUT_DIR/bench.err"
+  trace_step "$tag" "${flags[@]}"
   {
     echo "== $tag: QKV GEMV CTAs"
     python3 bench/mlp_cta_spread.py "$OUT_DIR/traces/mlp_$tag.json" | sed -n '/^QKV GEMV by block/,$p'
-    echo "== $tag: layer timeline"
-    python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json"
   } >> "$OUT_DIR/timelines.txt" 2>&1
 done
-(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+pack_traces
 cat "$OUT_DIR/timelines.txt"
 step_table v22
 [[ $GPU == *H200* ]] && step_table v25 | grep -v "v22\|ramp"

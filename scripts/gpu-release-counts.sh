@@ -41,21 +41,16 @@ done
 bench v25 8192
 bench v34 8192 "${V34[@]}"
 # One traced step of each at prompt 128.
-mkdir -p "$OUT_DIR/traces"
 for tag in v25 v34; do
   flags=()
   [ "$tag" = v34 ] && flags=("${V34[@]}")
-  timeout 150 "$BIN/qwen3" bench "${COMMON[@]}" --prompt-len 128 "${flags[@]}" \
-    --mlp-trace "$OUT_DIR/traces/mlp_$tag.json" --attention-o-trace "$OUT_DIR/traces/attn_$tag.json" \
-    > /dev/null 2>> "$OUT_DIR/bench.err"
+  trace_step "$tag" "${flags[@]}"
   {
     echo "== $tag: attention launch by split"
     python3 bench/attention_o_trace.py --by-split "$OUT_DIR/traces/attn_$tag.json" | tail -3
-    echo "== $tag: layer timeline"
-    python3 bench/layer_timeline.py "$OUT_DIR/traces/mlp_$tag.json" "$OUT_DIR/traces/attn_$tag.json"
   } >> "$OUT_DIR/timelines.txt" 2>&1
 done
-(cd "$OUT_DIR" && tar -czf traces.tgz traces && rm -rf traces)
+pack_traces
 grep -h "with a split\|without\|last split\|merged\|layer period\|==" "$OUT_DIR/timelines.txt"
 step_table v25
 exit 0
