@@ -73,6 +73,9 @@ def by_split(path, kv_heads):
     groups = {"with a split": {}, "without": {}}
     counts = {"with a split": 0, "without": 0}
     lags, others, mergers = [], [], []  # per kv head and layer: the merge's lag, the other splits', the merger's
+    # (traces since session 34: a split CTA's "o_staged" is its attention's end, before it writes and counts; per kv
+    # head and layer, the merging split's and the latest other split's, and the merger's merge and count)
+    merger_ends, other_ends, merges = [], [], []
     for layer in range(1, layers):
         rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
         ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
@@ -84,11 +87,16 @@ def by_split(path, kv_heads):
                 if n != "sm" and r[ix[n]] != 0:
                     groups[group].setdefault(n, []).append((r[ix[n]] - ref) / 1e3)
             if r[ix["attended"]] != 0:
-                attended[c % kv_heads].append((r[ix["attended"]] - ref) / 1e3)
+                end = r[ix["o_staged"]] if "o_staged" in ix else 0
+                attended[c % kv_heads].append(((r[ix["attended"]] - ref) / 1e3, (end - ref) / 1e3 if end else None))
         for done in (sorted(a) for a in attended if len(a) > 1):  # (a lone split merges nothing)
-            lags.append(done[-1] - done[-2])
-            others.append(done[-2])
-            mergers.append(done[-1])
+            lags.append(done[-1][0] - done[-2][0])
+            others.append(done[-2][0])
+            mergers.append(done[-1][0])
+            if all(end is not None for _, end in done):
+                merger_ends.append(done[-1][1])
+                other_ends.append(max(end for _, end in done[:-1]))
+                merges.append(done[-1][0] - done[-1][1])
     print(f"{path}: means by CTA group, us after the layer's first PDL wait (layers 1-{layers - 1})")
     for group, values in groups.items():
         if counts[group] == 0:
@@ -101,6 +109,10 @@ def by_split(path, kv_heads):
     print(f"  head merges ({kv_heads} kv heads): the merging split counted {sum(lags) / len(lags):.2f} us (median "
           f"{lags[len(lags) // 2]:.2f}) after its head's other splits; those at {sum(others) / len(others):.2f} us, "
           f"the merging split at {sum(mergers) / len(mergers):.2f} us (means)")
+    if merges:
+        print(f"  merging split: its attention ended at {sum(merger_ends) / len(merger_ends):.2f} us (its head's "
+              f"latest other split's at {sum(other_ends) / len(other_ends):.2f}); from there to its head counted "
+              f"{sum(merges) / len(merges):.2f} us (median {sorted(merges)[len(merges) // 2]:.2f}; means)")
 
 
 args = sys.argv[1:]

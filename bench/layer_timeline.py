@@ -72,11 +72,18 @@ def main(mlp_path, attn_path):
                 add("  qkv: rows done (mean), after mlp end", statistics.mean(r[qn["rows_done"]] for r in q) - m_end)
                 add("  qkv: last CTA end, after mlp end", max(r[qn["end"]] for r in q) - m_end)
         add("attention_o: wait -> last split written", max(attended) - a_wait)
+        attention_ends = [r[an["o_staged"]] for r in a if r[an["attended"]] and r[an["o_staged"]]] \
+            if "o_staged" in an else []
+        if attention_ends:  # (traces since session 34: a split CTA's attention end, before it writes and counts)
+            add("attention_o: wait -> last split's attention end", max(attention_ends) - a_wait)
         add("attention_o: wait -> merged (mean CTA)", a_merged - a_wait)
-        for point in ("weights_in", "o_staged", "o_rows"):  # the o phase's points, where the trace has them
-            if point in an and any(r[an[point]] for r in a):
-                add(f"attention_o: wait -> {point} (mean CTA)",
-                    statistics.mean(r[an[point]] for r in a if r[an[point]]) - a_wait)
+        # The o phase's points, where the trace has them; "o_staged" over the CTAs without a split (in a CTA with a
+        # split that slot holds its attention's end since session 34).
+        for point in ("weights_in", "o_staged", "o_rows"):
+            rows = [r for r in a if r[an[point]] and (point != "o_staged" or not r[an["attended"]])] \
+                if point in an else []
+            if rows:
+                add(f"attention_o: wait -> {point} (mean CTA)", statistics.mean(r[an[point]] for r in rows) - a_wait)
         add("attention_o: wait -> last CTA end", a_end - a_wait)
         add("boundary: attention_o end -> next mlp wait released", n_wait - a_end)
         # Where the next MLP's CTAs become resident: as the attention's CTAs leave their SMs, or beside them (v18).

@@ -148,6 +148,8 @@ void launch_qkv_attention_o_v33(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v33_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v34(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v34_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v35(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v35_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -526,6 +528,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                              "synchronize through one thread's release / acquire on their counts "
                                              "instead of every thread's __threadfence (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v34, qkv_attention_o_v34_supports},
+      {"v35_qkv_attention_o_tagged_merge", "v34 whose splits hand their partials to the head's last split, and it "
+                                           "the merged head to every CTA, in tagged words: no fence, no count on "
+                                           "the splits' side (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v35, qkv_attention_o_v35_supports},
   };
   return v;
 }

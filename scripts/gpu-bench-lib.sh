@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh,
-# gpu-qkv-ramp.sh, gpu-release-counts.sh):
+# gpu-qkv-ramp.sh, gpu-chain-sync.sh):
 # source it after setting BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches),
 # START (date +%s) and COMMON (the `qwen3 bench` flags every run shares); measure_read_peak needs only BIN and OUT_DIR.
 

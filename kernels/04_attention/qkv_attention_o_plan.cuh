@@ -37,6 +37,16 @@ __host__ __device__ inline int64_t stats_words(int64_t q_heads, int64_t max_spli
   return (q_heads * max_splits * 2 + 3) / 4 * 4;
 }
 
+// v35's tagged words (kernels/common/tagged_words.cuh), after the split outputs, 8 bytes each: per (q head, split)
+// head_dim + 2 (the unnormalized output, then max and sum); then the merged attention output, a bf16 pair a word;
+// then the launch count the tags come from (one 4-byte word, padded to 16 bytes).
+__host__ __device__ inline int64_t tagged_split_words(int64_t q_heads, int64_t max_splits, int64_t head_dim) {
+  return q_heads * max_splits * (head_dim + 2);
+}
+__host__ __device__ inline int64_t tagged_head_words(int64_t q_heads, int64_t head_dim) {
+  return q_heads * head_dim / 2;
+}
+
 inline int max_splits_for(const Grid& g, int64_t kv_heads) {
   return int(std::min<int64_t>(kMaxSplits, g.ctas / kv_heads));
 }

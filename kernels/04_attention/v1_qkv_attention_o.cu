@@ -53,6 +53,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/02_gemm/gemv_ring.cuh"
@@ -66,6 +67,7 @@
 #include "kernels/common/launch.cuh"
 #include "kernels/common/ptx.cuh"
 #include "kernels/common/reduce.cuh"
+#include "kernels/common/tagged_words.cuh"
 #include "kernels/kernels.h"
 
 namespace qwen3::kernels {
@@ -417,17 +419,25 @@ struct ORows {
 // kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start; diagnostic
 // QkvAttentionOArgs::warm_code bits 1024 / 2048 move it later: 1 once the heads are merged into x_s, 2 once the
 // CTA's o rows are written, 3 never (the launch's end triggers it).
+// kChainSync: how the chain from the splits to the merged heads in every CTA synchronizes (kHeadMerge). 0 (v2-v33):
+// every thread's __threadfence around counts added with relaxed atomics. 1 (v34): one thread's release / acquire on
+// the counts. 2 (v35): tagged words (kernels/common/tagged_words.cuh) and no fence: the last split of each kv head
+// (a fixed one, not the last to count in) polls the head's other splits' partials until they carry the launch's tag,
+// merges them with its own from shared memory, and writes the merged head in tagged words too; the heads' count
+// (relaxed) tells the waiting CTAs when to read them, and they poll any word that has not landed yet.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, bool kReleaseCounts = false>
+          bool kCounted = false, int kChainSync = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
+  constexpr bool kReleaseCounts = kChainSync == 1;
+  constexpr bool kTaggedMerge = kChainSync == 2;
   const QkNormRopeCacheArgs& p = a.attention.prep;
   const int cta = blockIdx.x;
   const int steps = kShortChain ? a.chain_steps : 0;  // v3-v5: QkvAttentionOArgs::chain_steps (-1: every bit)
@@ -764,6 +774,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t* head_arrivals = arrivals + 2;                               // v2: (kv_heads) splits done
   float* split_stats = a.workspace + counter_words(p.kv_heads);                      // (q_heads, max_splits, 2)
   float* split_values = split_stats + stats_words(p.q_heads, max_splits);             // (q_heads, max_splits, D)
+  // v35 (kTaggedMerge): the tagged words after the split outputs (qkv_attention_o_plan.cuh). The launch's tag is
+  // one more than the count the previous launch left; thread 0 reads it now (the previous launch is done) and uses
+  // it only at its split's end, so the load is off the chain.
+  uint64_t* tagged_splits = reinterpret_cast<uint64_t*>(split_values + int64_t(p.q_heads) * max_splits * kHeadDim);
+  uint64_t* tagged_heads = tagged_splits + tagged_split_words(p.q_heads, max_splits, kHeadDim);  // (q_dim / 2)
+  uint32_t* launch_count = reinterpret_cast<uint32_t*>(tagged_heads + tagged_head_words(p.q_heads, kHeadDim));
+  __shared__ uint32_t launch_tag_s;  // (v35) every thread's copy of thread 0's launch_tag, from the split's end
+  [[maybe_unused]] uint32_t launch_tag = 0;
+  if (kTaggedMerge && threadIdx.x == 0) launch_tag = *reinterpret_cast<volatile uint32_t*>(launch_count) + 1u;
   // This CTA's residual rows, read once the previous kernel is done, long before they are needed (v1, v2: first
   // thing after the wait; v3: after the CTA's split, so these L2 round trips are not on the attention's path).
   bf16* residual_s = reinterpret_cast<bf16*>(smem + l.residual);  // (rows)
@@ -843,9 +862,127 @@ __global__ void __launch_bounds__(kThreads, 1)
            __floats2bfloat162_rn(value.z / total, value.w / total));
     }
   };
+  [[maybe_unused]] const auto bf162_bits = [](__nv_bfloat162 v) {  // (v35: a tagged word's payload)
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return bits;
+  };
   const auto store_quad = [](bf16* dst, int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
     reinterpret_cast<__nv_bfloat162*>(dst + quad * 4)[0] = lo;
     reinterpret_cast<__nv_bfloat162*>(dst + quad * 4)[1] = hi;
+  };
+  // v35 (kTaggedMerge): merge_heads for one kv head, run by the head's split own_split, whose partial is still in
+  // shared memory. Each thread issues its first quad's values of the first kTaggedAtOnce splits and its warp's
+  // statistics together, then polls each tagged pair until it carries the launch's tag: one L2 round trip once the
+  // other splits' words have landed. The same weights, and the same sums in the same order, as merge_heads (whose
+  // last group of four splits is padded with zero products: one such product here where it pads), so the same bits.
+  // sink(quad, lo, hi) gets the quad's index in the attention output. PRECOND: group <= kWarps; splits <= 32.
+  [[maybe_unused]] const auto merge_head_tagged = [&](int kv_head, int own_split, auto&& sink) {
+    constexpr int kTaggedAtOnce = 8;
+    const uint32_t tag = launch_tag_s;
+    const int h_begin = kv_head * group;
+    const float* own_values = reinterpret_cast<const float*>(smem + l.partial);  // (group, kHeadDim)
+    const float* own_max = own_values + kMaxGroup * kHeadDim;                    // (group)
+    const float* own_sum = own_max + kMaxGroup;                                  // (group)
+    const auto block = [&](int h, int s) {  // split s of q head h: kHeadDim values, then max and sum
+      return tagged_splits + (int64_t(h) * max_splits + s) * (kHeadDim + 2);
+    };
+    // Quad quad's four values (two pairs a split) of the other splits in [s0, s0 + kTaggedAtOnce): loads issued.
+    uint64_t v[kTaggedAtOnce][4];
+    const auto load_values = [&](int quad, int s0) {
+      const int h = h_begin + quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
+#pragma unroll
+      for (int j = 0; j < kTaggedAtOnce; ++j)
+        if (s0 + j < splits && s0 + j != own_split) {
+          load_tagged_pair(block(h, s0 + j) + d, v[j][0], v[j][1]);
+          load_tagged_pair(block(h, s0 + j) + d + 2, v[j][2], v[j][3]);
+        }
+    };
+    const int quads = group * kHeadDim / 4;
+    const int first_quad = int(threadIdx.x);
+    if (first_quad < quads) load_values(first_quad, 0);
+    // The statistics: warp w < group weighs q head h_begin + w, lane s split s (merge_heads' k = 0).
+    const int h_stat = h_begin + warp;
+    const bool stat_lane = warp < group && lane < splits;
+    uint64_t stat_words[2] = {0, 0};
+    if (stat_lane && lane != own_split) {
+      load_tagged_pair(block(h_stat, lane) + kHeadDim, stat_words[0], stat_words[1]);
+      await_tagged_pair(block(h_stat, lane) + kHeadDim, stat_words[0], stat_words[1], tag);
+    }
+    if (warp < group) {
+      const float2 stat = !stat_lane          ? make_float2(-FLT_MAX, 0.0f)
+                          : lane == own_split ? make_float2(own_max[warp], own_sum[warp])
+                                              : make_float2(__uint_as_float(word_payload(stat_words[0])),
+                                                            __uint_as_float(word_payload(stat_words[1])));
+      const float m = warp_max(stat.x);
+      const float w = lane < splits ? expf(stat.x - m) : 0.0f;
+      const float total = warp_sum(stat.y * w);
+      weights[h_stat * (kMaxSplits + 1) + lane] = w;
+      if (lane == 0) weights[h_stat * (kMaxSplits + 1) + kMaxSplits] = total;
+    }
+    __syncthreads();
+    for (int quad = first_quad; quad < quads; quad += kThreads) {
+      const int h = h_begin + quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
+      const float* w = weights + h * (kMaxSplits + 1);
+      float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int s0 = 0; s0 < splits; s0 += kTaggedAtOnce) {
+        if (quad != first_quad || s0 != 0) load_values(quad, s0);
+#pragma unroll
+        for (int j = 0; j < kTaggedAtOnce; ++j) {
+          const int split_j = s0 + j;
+          if (split_j >= splits) break;
+          float4 x;
+          if (split_j == own_split) {
+            x = *reinterpret_cast<const float4*>(own_values + (h - h_begin) * kHeadDim + d);
+          } else {
+            await_tagged_pair(block(h, split_j) + d, v[j][0], v[j][1], tag);
+            await_tagged_pair(block(h, split_j) + d + 2, v[j][2], v[j][3], tag);
+            x = make_float4(__uint_as_float(word_payload(v[j][0])), __uint_as_float(word_payload(v[j][1])),
+                            __uint_as_float(word_payload(v[j][2])), __uint_as_float(word_payload(v[j][3])));
+          }
+          const float wj = w[split_j];
+          value.x += x.x * wj;
+          value.y += x.y * wj;
+          value.z += x.z * wj;
+          value.w += x.w * wj;
+        }
+      }
+      if (splits % 4 != 0) {  // (merge_heads' padding: value + 0 * 0, which turns a -0 sum into +0)
+        const float zero = 0.0f;
+        value.x += zero * zero;
+        value.y += zero * zero;
+        value.z += zero * zero;
+        value.w += zero * zero;
+      }
+      const float total = w[kMaxSplits];
+      sink(h_begin * kHeadDim / 4 + quad, __floats2bfloat162_rn(value.x / total, value.y / total),
+           __floats2bfloat162_rn(value.z / total, value.w / total));
+    }
+  };
+  // v35: the merged heads from their tagged words into x_s, each 16-byte piece's two pairs polled until both carry
+  // the launch's tag (the heads' count came first, so most have landed). PRECOND: q_dim <= 8 * 4 * kThreads.
+  [[maybe_unused]] const auto receive_tagged_heads = [&] {
+    constexpr int kPiecesAtOnce = 4;
+    const uint32_t tag = launch_tag_s;
+    uint64_t w[kPiecesAtOnce][4];
+#pragma unroll
+    for (int k = 0; k < kPiecesAtOnce; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * kThreads;  // x_s's 16-byte piece: 8 bf16, 4 tagged words
+      if (i < q_dim / 8) {
+        load_tagged_pair(tagged_heads + 4 * i, w[k][0], w[k][1]);
+        load_tagged_pair(tagged_heads + 4 * i + 2, w[k][2], w[k][3]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kPiecesAtOnce; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * kThreads;
+      if (i < q_dim / 8) {
+        await_tagged_pair(tagged_heads + 4 * i, w[k][0], w[k][1], tag);
+        await_tagged_pair(tagged_heads + 4 * i + 2, w[k][2], w[k][3], tag);
+        reinterpret_cast<uint4*>(x_s)[i] = make_uint4(word_payload(w[k][0]), word_payload(w[k][1]),
+                                                      word_payload(w[k][2]), word_payload(w[k][3]));
+      }
+    }
   };
 
   // v17 (warm_code bit 8), v18: this CTA's unstaged o rows into L2, a row per lane of warp 0.
@@ -1008,12 +1145,29 @@ __global__ void __launch_bounds__(kThreads, 1)
             });
       }
     }
+    if (kTaggedMerge && threadIdx.x == 0) launch_tag_s = launch_tag;
     __syncthreads();  // partial and statistics complete
+    // (profiling: a split CTA's "o_staged" slot, free in the default versions, holds its attention's end, before it
+    // writes, counts and perhaps merges: the merging split's "attended" minus this is its merge; session 34)
+    stamp(a.trace, kTraceOStaged);
     if (kLateRows && !late_after_splits) copy_late_rows();  // (every thread is past its reads of the ring)
     // v3 with a single split: the head's output straight from shared memory, computed as the merge of one split
     // computes it (weight 1, a sum from 0), without the workspace's round trips.
     const bool lone_split = kShortChain && kHeadMerge && splits == 1;
-    for (int o = threadIdx.x; o < group * kHeadDim; o += kThreads) {
+    // v35: the head's last split merges it, the others leave their partial in tagged words and are done.
+    const bool tagged_merger = kTaggedMerge && split == splits - 1;
+    if (kTaggedMerge && !tagged_merger) {
+      const uint32_t tag = launch_tag_s;
+      for (int o = 2 * int(threadIdx.x); o < group * kHeadDim; o += 2 * kThreads) {
+        uint64_t* block = tagged_splits + ((int64_t(kv_head) * group + o / kHeadDim) * max_splits + split) *
+                                              (kHeadDim + 2);  // (kHeadDim values, max, sum)
+        store_tagged_pair(block + o % kHeadDim, __float_as_uint(partial[o]), __float_as_uint(partial[o + 1]), tag);
+        if (o % kHeadDim == 0)
+          store_tagged_pair(block + kHeadDim, __float_as_uint(stat_max[o / kHeadDim]),
+                            __float_as_uint(stat_sum[o / kHeadDim]), tag);
+      }
+    }
+    for (int o = threadIdx.x; o < (kTaggedMerge ? 0 : group * kHeadDim); o += kThreads) {
       if (lone_split) {
         a.attention.out[int64_t(kv_head) * group * kHeadDim + o] =
             __float2bfloat16_rn((0.0f + partial[o] * 1.0f) / stat_sum[o / kHeadDim]);
@@ -1025,40 +1179,53 @@ __global__ void __launch_bounds__(kThreads, 1)
         reinterpret_cast<float2*>(split_stats)[head_split] =
             make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
     }
-    // visible device-wide before the split (or v3's lone split's head) counts itself in (v34: thread 0's release
-    // below, after the barrier, orders the whole CTA's writes before its count)
-    if constexpr (!kReleaseCounts) __threadfence();
-    __syncthreads();
-    if (lone_split) {
-      if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
-    } else if constexpr (kHeadMerge) {
-      __shared__ int last_split;
-      if (threadIdx.x == 0) {
-        // (v34: acquire and release: the last split sees every other split's partial, and releases its own)
-        const uint32_t before =
-            kReleaseCounts ? atom_acq_rel_gpu_add(head_arrivals + kv_head, 1u) : atomicAdd(head_arrivals + kv_head, 1u);
-        last_split = before + 1 == uint32_t(splits);
-        if (last_split) head_arrivals[kv_head] = 0;  // every split of the head is in: ready for the next launch
-        if (kClaimsAhead > 0 && last_split) head_arrivals[p.kv_heads + kv_head] = 0;  // (every claim made too)
-      }
-      __syncthreads();
-      merged_head = last_split;
-      if (last_split) {
-        if constexpr (!kReleaseCounts) __threadfence();  // (v34: thread 0's acquire above, then the barrier)
-        merge_heads(kv_head * group, (kv_head + 1) * group,
-                    [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) { store_quad(a.attention.out, quad, lo, hi); });
-        // the head's output is visible device-wide before it counts as merged (v34: thread 0's release add)
-        if constexpr (!kReleaseCounts) __threadfence();
-        __syncthreads();
-        if (threadIdx.x == 0) {
-          if constexpr (kReleaseCounts)
-            red_release_gpu_add(arrivals, 1u);
-          else
-            atomicAdd(arrivals, 1u);
-        }
+    if constexpr (kTaggedMerge) {
+      if (tagged_merger) {
+        merge_head_tagged(kv_head, split, [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
+          store_quad(a.attention.out, quad, lo, hi);
+          store_tagged_pair(tagged_heads + 2 * quad, bf162_bits(lo), bf162_bits(hi), launch_tag_s);
+        });
+        __syncthreads();  // every thread's words stored (no fence: each word carries its tag)
+        if (threadIdx.x == 0) atomicAdd(arrivals, 1u);  // (relaxed: a reader polls any word not yet landed)
+        merged_head = true;
       }
     } else {
-      if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
+      // visible device-wide before the split (or v3's lone split's head) counts itself in (v34: thread 0's release
+      // below, after the barrier, orders the whole CTA's writes before its count)
+      if constexpr (!kReleaseCounts) __threadfence();
+      __syncthreads();
+      if (lone_split) {
+        if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
+      } else if constexpr (kHeadMerge) {
+        __shared__ int last_split;
+        if (threadIdx.x == 0) {
+          // (v34: acquire and release: the last split sees every other split's partial, and releases its own)
+          const uint32_t before = kReleaseCounts ? atom_acq_rel_gpu_add(head_arrivals + kv_head, 1u)
+                                                 : atomicAdd(head_arrivals + kv_head, 1u);
+          last_split = before + 1 == uint32_t(splits);
+          if (last_split) head_arrivals[kv_head] = 0;  // every split of the head is in: ready for the next launch
+          if (kClaimsAhead > 0 && last_split) head_arrivals[p.kv_heads + kv_head] = 0;  // (every claim made too)
+        }
+        __syncthreads();
+        merged_head = last_split;
+        if (last_split) {
+          if constexpr (!kReleaseCounts) __threadfence();  // (v34: thread 0's acquire above, then the barrier)
+          merge_heads(kv_head * group, (kv_head + 1) * group, [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
+            store_quad(a.attention.out, quad, lo, hi);
+          });
+          // the head's output is visible device-wide before it counts as merged (v34: thread 0's release add)
+          if constexpr (!kReleaseCounts) __threadfence();
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            if constexpr (kReleaseCounts)
+              red_release_gpu_add(arrivals, 1u);
+            else
+              atomicAdd(arrivals, 1u);
+          }
+        }
+      } else {
+        if (threadIdx.x == 0) atomicAdd(arrivals, 1u);
+      }
     }
     stamp(a.trace, kTraceAttended);
     if (kDeferStaging && staging_deferred && warp == 0) stage_rows();  // (v21: the split is counted, merged if last)
@@ -1128,13 +1295,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // last split of each kv head merged. Then this CTA's staged rows are waited for. (v17: in its o loop's last pass.)
   const auto receive_heads = [&] {
     if constexpr (kHeadMerge) {
+      if (kTaggedMerge && threadIdx.x == 0) launch_tag_s = launch_tag;  // (a CTA without a split: first here)
       wait_for(arrivals, uint32_t(p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
       if (kTriggerLate && trigger_point == 0) pdl_launch_dependents();
       if (kLateRows && late_after_splits) copy_late_rows();  // (this CTA's split, if any, is long written)
-      if constexpr (!kReleaseCounts) __threadfence();  // (v34: wait_for's acquire load, then its barrier)
-      const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
-      for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
+      if constexpr (kTaggedMerge) {
+        receive_tagged_heads();
+      } else {
+        if constexpr (!kReleaseCounts) __threadfence();  // (v34: wait_for's acquire load, then its barrier)
+        const uint4* merged = reinterpret_cast<const uint4*>(a.attention.out);
+        for (int i = threadIdx.x; i < q_dim / 8; i += kThreads) reinterpret_cast<uint4*>(x_s)[i] = __ldcg(merged + i);
+      }
     } else {
       wait_for(arrivals, uint32_t(splits * p.kv_heads));
       stamp(a.trace, kTraceAllSplits);
@@ -1151,6 +1323,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0 && atomicAdd(departures, 1u) + 1 == gridDim.x) {
       *arrivals = 0;  // every CTA has seen the count: ready for the next launch
       *departures = 0;
+      if constexpr (kTaggedMerge) *launch_count = launch_tag;  // (v35: the next launch's tags one more)
     }
     wait_staged();
     if (late > 0) mbarrier_wait_parity(bar + 1, 0);
@@ -1496,12 +1669,12 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, bool kReleaseCounts = false>
+          bool kCounted = false, int kChainSync = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>;
+                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1519,20 +1692,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, bool kReleaseCounts = false>
+          bool kCounted = false, int kChainSync = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
   }
 }
 
@@ -1545,7 +1718,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, bool kReleaseCounts = false>
+          bool kCounted = false, int kChainSync = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
   if constexpr (kWarpKeys) {
@@ -1556,11 +1729,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -1573,7 +1746,8 @@ int64_t qkv_attention_o_counter_bytes(int64_t, int64_t kv_heads) { return counte
 
 int64_t qkv_attention_o_workspace_floats(int64_t hidden, int64_t q_heads, int64_t kv_heads, int64_t head_dim) {
   const int64_t splits = max_splits_for(grid_for(hidden, kv_heads), kv_heads);
-  return counter_words(kv_heads) + stats_words(q_heads, splits) + q_heads * splits * head_dim;
+  return counter_words(kv_heads) + stats_words(q_heads, splits) + q_heads * splits * head_dim +
+         2 * (tagged_split_words(q_heads, splits, head_dim) + tagged_head_words(q_heads, head_dim)) + 4;
 }
 
 namespace {
@@ -1858,23 +2032,23 @@ namespace {
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
 // cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31). kTriggerLate: v32's PDL trigger.
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
-          bool kCounted = false, bool kReleaseCounts = false>
+          bool kCounted = false, int kChainSync = 0>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
-    if constexpr (kCounted || kReleaseCounts)  // (v33: v9's kernel with the hand-offs; v34: its counts)
+    if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34, v35: its sync)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
-                            false, 0, false, kCounted, kReleaseCounts>(a, stream);
+                            false, 0, false, kCounted, kChainSync>(a, stream);
     return launch_qkv_attention_o_v9(a, stream);
   }
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, stream);
+                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kReleaseCounts>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, stream);
 }
 
 }  // namespace
@@ -2026,7 +2200,7 @@ void launch_qkv_attention_o_v33(const QkvAttentionOArgs& a, cudaStream_t stream)
 
 // v34_qkv_attention_o_release_counts: v25 (v9's kernel where v25 runs it) whose splits, head merges and waits for
 // the merged heads synchronize through one thread's release and acquire operations on their counts instead of every
-// thread's __threadfence (kReleaseCounts above): a split's thread 0 adds its count with acq_rel semantics after the
+// thread's __threadfence (kChainSync 1 above): a split's thread 0 adds its count with acq_rel semantics after the
 // CTA's barrier, the merging split's thread 0 adds the head's with release semantics, and the waiting CTAs' thread 0
 // reads the count with acquire loads (wait_for), each followed by a barrier. The same loads, arithmetic and stores:
 // v25's bits. Why: the chain from a split's partials to the merged heads in every CTA crosses four rounds of
@@ -2037,7 +2211,30 @@ void launch_qkv_attention_o_v33(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v34_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v25_supports(a); }
 
 void launch_qkv_attention_o_v34(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  launch_scaled_early<0, false, 0, false, false, true>(a, stream);
+  launch_scaled_early<0, false, 0, false, false, 1>(a, stream);
+}
+
+// v35_qkv_attention_o_tagged_merge: v34 whose splits hand their partials to the head's merge, and the merge its
+// merged head to every CTA, in tagged words (kChainSync 2 above; kernels/common/tagged_words.cuh): no fence and no
+// count on the splits' side, and a fixed merging split, the head's last (it owns the new key, so it tends to finish
+// last, and it keeps its own partial in shared memory), that polls the others' words instead of learning from an
+// atomic's return that it is last. The merged head's count stays (relaxed), so the waiting CTAs poll one word and
+// then read the heads, polling only words that have not landed. The same merge arithmetic: v34's bits. Why: traced on
+// an H100 at prompt 128 (ITERATIONS.md session 34), v34's merging split took 2.8 us from its attention's end to its
+// head counted (its partial written, its count's round trip, the partials' loads, its head written and counted),
+// while its attention ended within 0.2 us of its head's other splits'. Refuses what v34 refuses, and GQA groups over
+// 8 q heads or attention outputs over 8192 values.
+// PRECOND: no tagged word of the workspace carries the tag the next launch will poll for (the launch count it left
+// plus one) before that launch writes it: the engine zeroes the whole workspace once (count 0, every tag 0); the
+// kernel tests fill what follows the counters with 0xFF before each launch (count 0xFFFFFFFF: tag 0, every word's
+// 0xFFFFFFFF).
+bool qkv_attention_o_v35_supports(const QkvAttentionOArgs& a) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  return qkv_attention_o_v34_supports(a) && p.q_heads / p.kv_heads <= kWarps && p.q_heads * p.head_dim <= 8192;
+}
+
+void launch_qkv_attention_o_v35(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 0, false, false, 2>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

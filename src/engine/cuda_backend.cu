@@ -554,8 +554,9 @@ void CudaEngine::init() {
     m.attention_o_workspace = DeviceBuffer(size_t(kernels::qkv_attention_o_workspace_floats(
                                                c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim)) *
                                            sizeof(float));
-    CUDA_CHECK(cudaMemset(m.attention_o_workspace.as<void>(), 0,
-                          size_t(kernels::qkv_attention_o_counter_bytes(c.hidden_size, c.num_kv_heads))));
+    // All of it zero once: the counters, and for qkv_attention_o v35 its launch count and tagged words (a word's tag
+    // is then never one a later launch polls for before writing it).
+    CUDA_CHECK(cudaMemset(m.attention_o_workspace.as<void>(), 0, m.attention_o_workspace.bytes()));
     if (options_.attention_o_trace) {
       m.attention_o_trace = DeviceBuffer(size_t(c.num_layers * kernels::qkv_attention_o_partials(c.hidden_size,
                                                                                                  c.num_kv_heads) *

@@ -91,8 +91,10 @@ struct EngineOptions {
   // v17 runs its own kernel v22's fewer, longer splits): 1.006x of v17 at prompt 1024, 1.0035x at 2048, v17 itself
   // below (session 16).
   // v25 (v22 wherever the positions may pass 384 keys, v17 below): 1.002x-1.012x of v23 at prompts 512-1024, the
-  // same elsewhere (session 18).
-  std::string decode_attention_o = "v25_qkv_attention_o_scaled_early";
+  // same elsewhere (session 18). v34 (v25 whose chain synchronizes through one thread's release / acquire on its
+  // counts instead of every thread's __threadfence; the same bits): 1.009x-1.010x of v25 at prompts 128-8192 on an
+  // H100, the merging split 1.0 us shorter (session 34; not yet measured on an H200).
+  std::string decode_attention_o = "v34_qkv_attention_o_release_counts";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).

@@ -398,16 +398,19 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   }
 }
 
-// qkv_attention_o v34 changes only how the splits, the head merges and the waits for the merged heads order their
-// memory (one thread's release / acquire on the counts instead of every thread's fence): the same loads, arithmetic
-// and stores as v25, so a decode step gives the same tokens and logits bits. Two contexts, so that v25's short
-// kernel (a few splits a head, the others free) and its kernel for longer positions both run. A random
-// Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32 reductions meet in no fixed order).
-TEST(EngineAttentionO, ReleaseCountsSameBitsAsV25) {
+// qkv_attention_o v34 and v35 change only how the splits, the head merges and the waits for the merged heads
+// order their memory (v34: one thread's release / acquire on the counts instead of every thread's fence; v35: tagged
+// words, the head's last split merging it from the others' words and its own shared memory): the same merge
+// arithmetic as v25, so a decode step gives the same tokens and logits bits. Three contexts, so that v25's short
+// kernel (one split a head at 64 positions, several at 512) and its kernel for longer positions (more splits than
+// v35's merge takes at once) all run. A random Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32
+// reductions meet in no fixed order).
+TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
   config.num_layers = 3;
-  for (const auto& [context, prompt_len] : std::vector<std::pair<int32_t, int32_t>>{{64, 4}, {4096, 2500}}) {
+  const std::vector<std::pair<int32_t, int32_t>> contexts_and_prompts = {{64, 4}, {512, 200}, {4096, 2500}};
+  for (const auto& [context, prompt_len] : contexts_and_prompts) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (int32_t i = 0; i < prompt_len; ++i) prompt[size_t(i)] = 5 + (i * 7919) % 1000;
     const auto run = [&](const std::string& attention_o) {
@@ -418,9 +421,11 @@ TEST(EngineAttentionO, ReleaseCountsSameBitsAsV25) {
       return greedy_tokens_and_hash(config, options, prompt);
     };
     const auto v25 = run("v25_qkv_attention_o_scaled_early");
-    const auto v34 = run("v34_qkv_attention_o_release_counts");
-    EXPECT_EQ(v34.first, v25.first) << "context " << context;
-    EXPECT_EQ(v34.second, v25.second) << "context " << context;
+    for (const char* version : {"v34_qkv_attention_o_release_counts", "v35_qkv_attention_o_tagged_merge"}) {
+      const auto got = run(version);
+      EXPECT_EQ(got.first, v25.first) << version << ", context " << context;
+      EXPECT_EQ(got.second, v25.second) << version << ", context " << context;
+    }
   }
 }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# How qkv_attention_o's chain from the splits to the merged heads synchronizes, measured in one device call on
+# prebuilt binaries: v25 (every thread's __threadfence), v34 (one thread's release / acquire on the counts, the
+# default since session 34) and v35 (tagged words: no fence, no count on the splits' side). First the kernel tests of
+# the three (GpuTest.QkvAttentionO*) and the engine test of their bits (EngineAttentionO.*, where qwen3_engine_tests
+# is in BIN_DIR); then interleaved benches (prompt 128: three rounds; 512, 1024 and 2048: two; 8192 once); then one
+# traced step of each at prompt 128 with the merge's time per kv head (bench/attention_o_trace.py --by-split;
+# bench/layer_timeline.py).
+#
+# Usage: scripts/gpu-chain-sync.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
+#        BUDGET=200 s of benches; measure_peaks on an H200 only; writes $OUT, else build/gpu-chain-sync).
+#        Prints each tag's step times in ms, its best, and v34's best over it (> 1: faster) last.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${1:-build/h200/bin}
+OUT_DIR=${OUT:-build/gpu-chain-sync}
+BUDGET=${BUDGET:-200}
+mkdir -p "$OUT_DIR"
+RESULTS=$OUT_DIR/chain-sync.jsonl
+: > "$RESULTS"
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "$GPU"
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+PEAK=4530  # (the H200's; elsewhere the ratios between tags are what counts)
+if [[ $GPU == *H200* && -x "$BIN/measure_peaks" ]]; then
+  PEAK=$(measure_read_peak 2> /dev/null)
+  echo "read peak: $PEAK GB/s"
+fi
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v35_,v34_,v25_ "$OUT_DIR/kernel-tests.txt" "versions \]"
+run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*' "" "$OUT_DIR/engine-tests.txt" "context "
+COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
+declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attention_o_release_counts
+  [v35]=v35_qkv_attention_o_tagged_merge)
+TAGS=(v25 v34 v35)
+START=$(date +%s)
+for round in 1 2 3; do
+  for prompt in 128 512 1024 2048; do
+    ((round == 3 && prompt != 128)) && continue
+    for tag in "${TAGS[@]}"; do bench "$tag" "$prompt" --attention-o "${VERSION[$tag]}"; done
+  done
+done
+for tag in "${TAGS[@]}"; do bench "$tag" 8192 --attention-o "${VERSION[$tag]}"; done
+# One traced step of each at prompt 128.
+for tag in "${TAGS[@]}"; do
+  trace_step "$tag" --attention-o "${VERSION[$tag]}"
+  {
+    echo "== $tag: attention launch by split"
+    python3 bench/attention_o_trace.py --by-split "$OUT_DIR/traces/attn_$tag.json" | tail -4
+  } >> "$OUT_DIR/timelines.txt" 2>&1
+done
+pack_traces
+grep -h "with a split\|without\|last split\|merged\|head merges\|merging split\|layer period\|==" "$OUT_DIR/timelines.txt"
+step_table v34
+exit 0
