@@ -8,7 +8,8 @@
 # bench/layer_timeline.py).
 #
 # Usage: scripts/gpu-chain-sync.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
-#        BUDGET=200 s of benches; measure_peaks on an H200 only; writes $OUT, else build/gpu-chain-sync).
+#        BUDGET=200 s of benches; TAGS="v34 v35" for fewer versions; measure_peaks on an H200 only; writes $OUT, else
+#        build/gpu-chain-sync).
 #        Prints each tag's step times in ms, its best, and v34's best over it (> 1: faster) last.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -27,12 +28,13 @@ if [[ $GPU == *H200* && -x "$BIN/measure_peaks" ]]; then
   PEAK=$(measure_read_peak 2> /dev/null)
   echo "read peak: $PEAK GB/s"
 fi
-run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v35_,v34_,v25_ "$OUT_DIR/kernel-tests.txt" "versions \]"
+read -r -a TAGS <<< "${TAGS:-v25 v34 v35}"
+VERSIONS=$(printf '%s_,' "${TAGS[@]}")
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' "${VERSIONS%,}" "$OUT_DIR/kernel-tests.txt" "versions \]"
 run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*' "" "$OUT_DIR/engine-tests.txt" "context "
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attention_o_release_counts
   [v35]=v35_qkv_attention_o_tagged_merge)
-TAGS=(v25 v34 v35)
 START=$(date +%s)
 for round in 1 2 3; do
   for prompt in 128 512 1024 2048; do

@@ -873,8 +873,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // v35 (kTaggedMerge): merge_heads for one kv head, run by the head's split own_split, whose partial is still in
   // shared memory. Each thread issues its first quad's values of the first kTaggedAtOnce splits and its warp's
-  // statistics together, then polls each tagged pair until it carries the launch's tag: one L2 round trip once the
-  // other splits' words have landed. The same weights, and the same sums in the same order, as merge_heads (whose
+  // statistics together, then polls its stale pairs together (await_tagged_pairs) until each carries the launch's
+  // tag: one L2 round trip once the other splits' words have landed. (The first form polled one stale pair at a
+  // time, a round trip each: slower than v34, session 34.) The same weights, and the same sums in the same order, as merge_heads (whose
   // last group of four splits is padded with zero products: one such product here where it pads), so the same bits.
   // sink(quad, lo, hi) gets the quad's index in the attention output. PRECOND: group <= kWarps; splits <= 32.
   [[maybe_unused]] const auto merge_head_tagged = [&](int kv_head, int own_split, auto&& sink) {
@@ -887,16 +888,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     const auto block = [&](int h, int s) {  // split s of q head h: kHeadDim values, then max and sum
       return tagged_splits + (int64_t(h) * max_splits + s) * (kHeadDim + 2);
     };
-    // Quad quad's four values (two pairs a split) of the other splits in [s0, s0 + kTaggedAtOnce): loads issued.
-    uint64_t v[kTaggedAtOnce][4];
+    // Quad quad's four values of the other splits in [s0, s0 + kTaggedAtOnce), two pairs a split (pairs 2j, 2j + 1:
+    // split s0 + j), loads issued; wanted: the pairs loaded.
+    uint64_t v[2 * kTaggedAtOnce][2];
+    const uint64_t* v_src[2 * kTaggedAtOnce];
+    uint32_t wanted = 0;
     const auto load_values = [&](int quad, int s0) {
       const int h = h_begin + quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
+      wanted = 0;
 #pragma unroll
-      for (int j = 0; j < kTaggedAtOnce; ++j)
+      for (int j = 0; j < kTaggedAtOnce; ++j) {
+        v_src[2 * j] = block(h, s0 + j) + d;
+        v_src[2 * j + 1] = v_src[2 * j] + 2;
         if (s0 + j < splits && s0 + j != own_split) {
-          load_tagged_pair(block(h, s0 + j) + d, v[j][0], v[j][1]);
-          load_tagged_pair(block(h, s0 + j) + d + 2, v[j][2], v[j][3]);
+          load_tagged_pair(v_src[2 * j], v[2 * j][0], v[2 * j][1]);
+          load_tagged_pair(v_src[2 * j + 1], v[2 * j + 1][0], v[2 * j + 1][1]);
+          wanted |= 3u << (2 * j);
         }
+      }
     };
     const int quads = group * kHeadDim / 4;
     const int first_quad = int(threadIdx.x);
@@ -927,6 +936,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       for (int s0 = 0; s0 < splits; s0 += kTaggedAtOnce) {
         if (quad != first_quad || s0 != 0) load_values(quad, s0);
+        await_tagged_pairs(v_src, v, wanted, tag);
 #pragma unroll
         for (int j = 0; j < kTaggedAtOnce; ++j) {
           const int split_j = s0 + j;
@@ -935,10 +945,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (split_j == own_split) {
             x = *reinterpret_cast<const float4*>(own_values + (h - h_begin) * kHeadDim + d);
           } else {
-            await_tagged_pair(block(h, split_j) + d, v[j][0], v[j][1], tag);
-            await_tagged_pair(block(h, split_j) + d + 2, v[j][2], v[j][3], tag);
-            x = make_float4(__uint_as_float(word_payload(v[j][0])), __uint_as_float(word_payload(v[j][1])),
-                            __uint_as_float(word_payload(v[j][2])), __uint_as_float(word_payload(v[j][3])));
+            x = make_float4(__uint_as_float(word_payload(v[2 * j][0])), __uint_as_float(word_payload(v[2 * j][1])),
+                            __uint_as_float(word_payload(v[2 * j + 1][0])),
+                            __uint_as_float(word_payload(v[2 * j + 1][1])));
           }
           const float wj = w[split_j];
           value.x += x.x * wj;
@@ -959,29 +968,32 @@ __global__ void __launch_bounds__(kThreads, 1)
            __floats2bfloat162_rn(value.z / total, value.w / total));
     }
   };
-  // v35: the merged heads from their tagged words into x_s, each 16-byte piece's two pairs polled until both carry
-  // the launch's tag (the heads' count came first, so most have landed). PRECOND: q_dim <= 8 * 4 * kThreads.
+  // v35: the merged heads from their tagged words into x_s, a thread's stale pairs polled together until each
+  // carries the launch's tag (the heads' count came first, so most have landed). PRECOND: q_dim <= 8 * 4 * kThreads.
   [[maybe_unused]] const auto receive_tagged_heads = [&] {
     constexpr int kPiecesAtOnce = 4;
     const uint32_t tag = launch_tag_s;
-    uint64_t w[kPiecesAtOnce][4];
+    uint64_t w[2 * kPiecesAtOnce][2];  // pairs 2k, 2k + 1: piece k
+    const uint64_t* w_src[2 * kPiecesAtOnce];
+    uint32_t wanted = 0;
 #pragma unroll
     for (int k = 0; k < kPiecesAtOnce; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;  // x_s's 16-byte piece: 8 bf16, 4 tagged words
+      w_src[2 * k] = tagged_heads + 4 * i;
+      w_src[2 * k + 1] = w_src[2 * k] + 2;
       if (i < q_dim / 8) {
-        load_tagged_pair(tagged_heads + 4 * i, w[k][0], w[k][1]);
-        load_tagged_pair(tagged_heads + 4 * i + 2, w[k][2], w[k][3]);
+        load_tagged_pair(w_src[2 * k], w[2 * k][0], w[2 * k][1]);
+        load_tagged_pair(w_src[2 * k + 1], w[2 * k + 1][0], w[2 * k + 1][1]);
+        wanted |= 3u << (2 * k);
       }
     }
+    await_tagged_pairs(w_src, w, wanted, tag);
 #pragma unroll
     for (int k = 0; k < kPiecesAtOnce; ++k) {
       const int64_t i = threadIdx.x + int64_t(k) * kThreads;
-      if (i < q_dim / 8) {
-        await_tagged_pair(tagged_heads + 4 * i, w[k][0], w[k][1], tag);
-        await_tagged_pair(tagged_heads + 4 * i + 2, w[k][2], w[k][3], tag);
-        reinterpret_cast<uint4*>(x_s)[i] = make_uint4(word_payload(w[k][0]), word_payload(w[k][1]),
-                                                      word_payload(w[k][2]), word_payload(w[k][3]));
-      }
+      if (i < q_dim / 8)
+        reinterpret_cast<uint4*>(x_s)[i] = make_uint4(word_payload(w[2 * k][0]), word_payload(w[2 * k][1]),
+                                                      word_payload(w[2 * k + 1][0]), word_payload(w[2 * k + 1][1]));
     }
   };
 

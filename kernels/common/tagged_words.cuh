@@ -49,4 +49,25 @@ __device__ __forceinline__ void await_tagged_pair(const uint64_t* src, uint64_t&
   }
 }
 
+// kPairs pairs polled together: each round reloads every wanted pair (bit i of wanted: src[i], words[i]) that does
+// not carry tag yet, all those loads in flight at once, so a thread waits one round trip after its last word lands
+// rather than one a stale pair in turn. words hold a first load of each wanted pair. Traps as await_tagged_pair.
+template <int kPairs>
+__device__ __forceinline__ void await_tagged_pairs(const uint64_t* const (&src)[kPairs], uint64_t (&words)[kPairs][2],
+                                                   uint32_t wanted, uint32_t tag) {
+  static_assert(kPairs <= 32, "a bit of wanted a pair");
+  uint32_t polls = 0;
+  for (;;) {
+    uint32_t stale = 0;
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i)
+      if ((wanted >> i & 1u) && (word_tag(words[i][0]) != tag || word_tag(words[i][1]) != tag)) stale |= 1u << i;
+    if (stale == 0) return;
+    if (++polls > (1u << 24)) __trap();
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i)
+      if (stale >> i & 1u) load_tagged_pair(src[i], words[i][0], words[i][1]);
+  }
+}
+
 }  // namespace qwen3::kernels
