@@ -150,6 +150,8 @@ void launch_qkv_attention_o_v34(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v34_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v35(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v35_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v36(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v36_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -532,6 +534,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                            "the merged head to every CTA, in tagged words: no fence, no count on "
                                            "the splits' side (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v35, qkv_attention_o_v35_supports},
+      {"v36_qkv_attention_o_merge_at_once", "v34 whose head merge loads up to eight splits' values with their "
+                                            "statistics: one L2 round trip (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v36, qkv_attention_o_v36_supports},
   };
   return v;
 }

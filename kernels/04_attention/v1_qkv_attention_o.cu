@@ -419,7 +419,8 @@ struct ORows {
 // kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start; diagnostic
 // QkvAttentionOArgs::warm_code bits 1024 / 2048 move it later: 1 once the heads are merged into x_s, 2 once the
 // CTA's o rows are written, 3 never (the launch's end triggers it).
-// kChainSync: how the chain from the splits to the merged heads in every CTA synchronizes (kHeadMerge). 0 (v2-v33):
+// kChainSync: how the chain from the splits to the merged heads in every CTA synchronizes (kHeadMerge; 3, v36: as 1,
+// with the merge's values loaded with its statistics, merge_heads below). 0 (v2-v33):
 // every thread's __threadfence around counts added with relaxed atomics. 1 (v34): one thread's release / acquire on
 // the counts. 2 (v35): tagged words (kernels/common/tagged_words.cuh) and no fence: the last split of each kv head
 // (a fixed one, not the last to count in) polls the head's other splits' partials until they carry the launch's tag,
@@ -436,8 +437,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                            int max_splits) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr bool kReleaseCounts = kChainSync == 1;
+  constexpr bool kReleaseCounts = kChainSync == 1 || kChainSync == 3;
   constexpr bool kTaggedMerge = kChainSync == 2;
+  constexpr bool kMergeLoadsAtOnce = kChainSync == 3;  // (v36, merge_heads below)
   const QkNormRopeCacheArgs& p = a.attention.prep;
   const int cta = blockIdx.x;
   const int steps = kShortChain ? a.chain_steps : 0;  // v3-v5: QkvAttentionOArgs::chain_steps (-1: every bit)
@@ -806,18 +808,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   // time, kSplitsAtOnce splits per round of loads. PRECOND: every thread calls it; h_end - h_begin <= kWarps * 8.
   const auto merge_heads = [&](int h_begin, int h_end, auto&& sink) {
     constexpr int kHeadsPerWarp = 8;
-    constexpr int kSplitsAtOnce = 4;
+    constexpr int kSplitsAtOnce = kMergeLoadsAtOnce ? 8 : 4;
     const auto split_value = [&](int quad, int s) {
       const int h = quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
       return __ldcg(reinterpret_cast<const float4*>(split_values + (int64_t(h) * max_splits + s) * kHeadDim + d));
     };
     // v3: a thread's first kSplitsAtOnce values are in flight with the statistics (one L2 round trip, not two);
-    // the same loads and arithmetic, so the same bits.
+    // the same loads and arithmetic, so the same bits. v36 (kMergeLoadsAtOnce): always, and eight splits at once, so
+    // that a head of up to eight splits is merged after one round trip instead of 1 + ceil(splits / 4). (Eight a
+    // group pads the sums with more zero products than four; value + 0 * 0 is value, as a sum from +0 is never -0.)
+    const bool early_loads = kMergeLoadsAtOnce || (steps & 4);
     const int first_quad = h_begin * kHeadDim / 4 + int(threadIdx.x);
     float4 early[kSplitsAtOnce];
 #pragma unroll
     for (int j = 0; j < kSplitsAtOnce; ++j)
-      early[j] = (steps & 4) && first_quad < h_end * kHeadDim / 4 && j < splits ? split_value(first_quad, j)
+      early[j] = early_loads && first_quad < h_end * kHeadDim / 4 && j < splits ? split_value(first_quad, j)
                                                                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float2 stat[kHeadsPerWarp];
 #pragma unroll
@@ -845,9 +850,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         float4 v[kSplitsAtOnce];
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j)
-          v[j] = (steps & 4) && quad == first_quad && s0 == 0 ? early[j]
-                 : s0 + j < splits                            ? split_value(quad, s0 + j)
-                                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          v[j] = early_loads && quad == first_quad && s0 == 0 ? early[j]
+                 : s0 + j < splits                             ? split_value(quad, s0 + j)
+                                                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j) {
           const float wj = s0 + j < splits ? w[s0 + j] : 0.0f;
@@ -2247,6 +2252,18 @@ bool qkv_attention_o_v35_supports(const QkvAttentionOArgs& a) {
 
 void launch_qkv_attention_o_v35(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_scaled_early<0, false, 0, false, false, 2>(a, stream);
+}
+
+// v36_qkv_attention_o_merge_at_once: v34 whose head merge has the values of up to eight splits in flight with their
+// statistics (kChainSync 3 above: merge_heads' early loads, eight splits a group): one L2 round trip for a head of
+// up to eight splits, where v25 and v34 take one for the statistics and one for each four splits' values after them
+// (three at six splits, prompt 128's). The same arithmetic: v25's bits. Why: traced on an H100 (ITERATIONS.md
+// session 34), v34's merging split takes 2.9 us from its attention's end to its head counted, mostly L2 round trips
+// one after another; v35's tagged words showed that cheaper ordering does not shorten it. Refuses what v34 refuses.
+bool qkv_attention_o_v36_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_scaled_early<0, false, 0, false, false, 3>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

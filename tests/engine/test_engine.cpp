@@ -421,7 +421,8 @@ TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
       return greedy_tokens_and_hash(config, options, prompt);
     };
     const auto v25 = run("v25_qkv_attention_o_scaled_early");
-    for (const char* version : {"v34_qkv_attention_o_release_counts", "v35_qkv_attention_o_tagged_merge"}) {
+    for (const char* version : {"v34_qkv_attention_o_release_counts", "v35_qkv_attention_o_tagged_merge",
+                                "v36_qkv_attention_o_merge_at_once"}) {
       const auto got = run(version);
       EXPECT_EQ(got.first, v25.first) << version << ", context " << context;
       EXPECT_EQ(got.second, v25.second) << version << ", context " << context;
