@@ -53,6 +53,7 @@ for tag in "${TAGS[@]}"; do
   } >> "$OUT_DIR/timelines.txt" 2>&1
 done
 pack_traces
-grep -h "with a split\|without\|last split\|merged\|head merges\|merging split\|layer period\|==" "$OUT_DIR/timelines.txt"
+grep -h -e "with a split" -e without -e "last split" -e merged -e "head merges" -e "merging split" -e "layer period" \
+  -e "==" "$OUT_DIR/timelines.txt"
 step_table v34
 exit 0

@@ -880,8 +880,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // shared memory. Each thread issues its first quad's values of the first kTaggedAtOnce splits and its warp's
   // statistics together, then polls its stale pairs together (await_tagged_pairs) until each carries the launch's
   // tag: one L2 round trip once the other splits' words have landed. (The first form polled one stale pair at a
-  // time, a round trip each: slower than v34, session 34.) The same weights, and the same sums in the same order, as merge_heads (whose
-  // last group of four splits is padded with zero products: one such product here where it pads), so the same bits.
+  // time, a round trip each.) The same weights, and the same sums in the same order, as merge_heads (whose last
+  // group of four splits is padded with zero products: one such product here where it pads), so the same bits.
   // sink(quad, lo, hi) gets the quad's index in the attention output. PRECOND: group <= kWarps; splits <= 32.
   [[maybe_unused]] const auto merge_head_tagged = [&](int kv_head, int own_split, auto&& sink) {
     constexpr int kTaggedAtOnce = 8;
