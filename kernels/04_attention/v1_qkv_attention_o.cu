@@ -806,6 +806,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // sink(quad, lo, hi). Each pass has all its L2 reads in flight at once: first a warp per q head (one split per
   // lane) turns the statistics into merge weights, then each thread merges 4 consecutive outputs of a head at a
   // time, kSplitsAtOnce splits per round of loads. PRECOND: every thread calls it; h_end - h_begin <= kWarps * 8.
+  // q head h's merge weights from its splits' statistics (max, sum), lane s holding split s's ((-FLT_MAX, 0) past
+  // the splits): weights[h][s] = exp(max_s - max), weights[h][kMaxSplits] = Σ sum_s weight_s. Every lane of the warp.
+  const auto weigh_splits = [&](int h, float2 stat) {
+    const float m = warp_max(stat.x);
+    const float w = lane < splits ? expf(stat.x - m) : 0.0f;
+    const float total = warp_sum(stat.y * w);
+    weights[h * (kMaxSplits + 1) + lane] = w;
+    if (lane == 0) weights[h * (kMaxSplits + 1) + kMaxSplits] = total;
+  };
   const auto merge_heads = [&](int h_begin, int h_end, auto&& sink) {
     constexpr int kHeadsPerWarp = 8;
     constexpr int kSplitsAtOnce = kMergeLoadsAtOnce ? 8 : 4;
@@ -836,11 +845,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int k = 0; k < kHeadsPerWarp; ++k) {
       const int h = h_begin + warp + k * kWarps;
       if (h >= h_end) break;
-      const float m = warp_max(stat[k].x);
-      const float w = lane < splits ? expf(stat[k].x - m) : 0.0f;
-      const float total = warp_sum(stat[k].y * w);
-      weights[h * (kMaxSplits + 1) + lane] = w;
-      if (lane == 0) weights[h * (kMaxSplits + 1) + kMaxSplits] = total;
+      weigh_splits(h, stat[k]);
     }
     __syncthreads();
     for (int quad = first_quad; quad < h_end * kHeadDim / 4; quad += kThreads) {
@@ -918,22 +923,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     // The statistics: warp w < group weighs q head h_begin + w, lane s split s (merge_heads' k = 0).
     const int h_stat = h_begin + warp;
     const bool stat_lane = warp < group && lane < splits;
-    uint64_t stat_words[2] = {0, 0};
+    const uint64_t* const stat_src[1] = {block(h_stat, lane) + kHeadDim};
+    uint64_t stat_words[1][2] = {{0, 0}};
     if (stat_lane && lane != own_split) {
-      load_tagged_pair(block(h_stat, lane) + kHeadDim, stat_words[0], stat_words[1]);
-      await_tagged_pair(block(h_stat, lane) + kHeadDim, stat_words[0], stat_words[1], tag);
+      load_tagged_pair(stat_src[0], stat_words[0][0], stat_words[0][1]);
+      await_tagged_pairs(stat_src, stat_words, 1u, tag);
     }
-    if (warp < group) {
-      const float2 stat = !stat_lane          ? make_float2(-FLT_MAX, 0.0f)
-                          : lane == own_split ? make_float2(own_max[warp], own_sum[warp])
-                                              : make_float2(__uint_as_float(word_payload(stat_words[0])),
-                                                            __uint_as_float(word_payload(stat_words[1])));
-      const float m = warp_max(stat.x);
-      const float w = lane < splits ? expf(stat.x - m) : 0.0f;
-      const float total = warp_sum(stat.y * w);
-      weights[h_stat * (kMaxSplits + 1) + lane] = w;
-      if (lane == 0) weights[h_stat * (kMaxSplits + 1) + kMaxSplits] = total;
-    }
+    if (warp < group)
+      weigh_splits(h_stat, !stat_lane          ? make_float2(-FLT_MAX, 0.0f)
+                           : lane == own_split ? make_float2(own_max[warp], own_sum[warp])
+                                               : make_float2(__uint_as_float(word_payload(stat_words[0][0])),
+                                                             __uint_as_float(word_payload(stat_words[0][1]))));
     __syncthreads();
     for (int quad = first_quad; quad < quads; quad += kThreads) {
       const int h = h_begin + quad * 4 / kHeadDim, d = quad * 4 % kHeadDim;
@@ -1173,28 +1173,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool lone_split = kShortChain && kHeadMerge && splits == 1;
     // v35: the head's last split merges it, the others leave their partial in tagged words and are done.
     const bool tagged_merger = kTaggedMerge && split == splits - 1;
-    if (kTaggedMerge && !tagged_merger) {
-      const uint32_t tag = launch_tag_s;
-      for (int o = 2 * int(threadIdx.x); o < group * kHeadDim; o += 2 * kThreads) {
-        uint64_t* block = tagged_splits + ((int64_t(kv_head) * group + o / kHeadDim) * max_splits + split) *
-                                              (kHeadDim + 2);  // (kHeadDim values, max, sum)
-        store_tagged_pair(block + o % kHeadDim, __float_as_uint(partial[o]), __float_as_uint(partial[o + 1]), tag);
+    if constexpr (kTaggedMerge) {
+      if (!tagged_merger) {
+        const uint32_t tag = launch_tag_s;
+        for (int o = 2 * int(threadIdx.x); o < group * kHeadDim; o += 2 * kThreads) {
+          uint64_t* block = tagged_splits + ((int64_t(kv_head) * group + o / kHeadDim) * max_splits + split) *
+                                                (kHeadDim + 2);  // (kHeadDim values, max, sum)
+          store_tagged_pair(block + o % kHeadDim, __float_as_uint(partial[o]), __float_as_uint(partial[o + 1]), tag);
+          if (o % kHeadDim == 0)
+            store_tagged_pair(block + kHeadDim, __float_as_uint(stat_max[o / kHeadDim]),
+                              __float_as_uint(stat_sum[o / kHeadDim]), tag);
+        }
+      }
+    } else {
+      for (int o = threadIdx.x; o < group * kHeadDim; o += kThreads) {
+        if (lone_split) {
+          a.attention.out[int64_t(kv_head) * group * kHeadDim + o] =
+              __float2bfloat16_rn((0.0f + partial[o] * 1.0f) / stat_sum[o / kHeadDim]);
+          continue;
+        }
+        const int64_t head_split = (int64_t(kv_head) * group + o / kHeadDim) * max_splits + split;
+        split_values[head_split * kHeadDim + o % kHeadDim] = partial[o];
         if (o % kHeadDim == 0)
-          store_tagged_pair(block + kHeadDim, __float_as_uint(stat_max[o / kHeadDim]),
-                            __float_as_uint(stat_sum[o / kHeadDim]), tag);
+          reinterpret_cast<float2*>(split_stats)[head_split] =
+              make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
       }
-    }
-    for (int o = threadIdx.x; o < (kTaggedMerge ? 0 : group * kHeadDim); o += kThreads) {
-      if (lone_split) {
-        a.attention.out[int64_t(kv_head) * group * kHeadDim + o] =
-            __float2bfloat16_rn((0.0f + partial[o] * 1.0f) / stat_sum[o / kHeadDim]);
-        continue;
-      }
-      const int64_t head_split = (int64_t(kv_head) * group + o / kHeadDim) * max_splits + split;
-      split_values[head_split * kHeadDim + o % kHeadDim] = partial[o];
-      if (o % kHeadDim == 0)
-        reinterpret_cast<float2*>(split_stats)[head_split] =
-            make_float2(stat_max[o / kHeadDim], stat_sum[o / kHeadDim]);
     }
     if constexpr (kTaggedMerge) {
       if (tagged_merger) {

@@ -37,21 +37,11 @@ __device__ __forceinline__ void load_tagged_pair(const uint64_t* src, uint64_t& 
 #endif
 }
 
-// Reloads the pair at src until both words carry tag (word0 / word1 hold a first load of it). A tag that never
-// comes is a bug (a writer that skipped its words, or a grid that is not all resident), not a state: trap after
-// 2^24 polls (seconds) instead of hanging the GPU.
-__device__ __forceinline__ void await_tagged_pair(const uint64_t* src, uint64_t& word0, uint64_t& word1,
-                                                  uint32_t tag) {
-  uint32_t polls = 0;
-  while (word_tag(word0) != tag || word_tag(word1) != tag) {
-    if (++polls > (1u << 24)) __trap();
-    load_tagged_pair(src, word0, word1);
-  }
-}
-
 // kPairs pairs polled together: each round reloads every wanted pair (bit i of wanted: src[i], words[i]) that does
 // not carry tag yet, all those loads in flight at once, so a thread waits one round trip after its last word lands
-// rather than one a stale pair in turn. words hold a first load of each wanted pair. Traps as await_tagged_pair.
+// rather than one a stale pair in turn. words hold a first load of each wanted pair. A tag that never comes is a
+// bug (a writer that skipped its words, or a grid that is not all resident), not a state: trap after 2^24 rounds
+// (seconds) instead of hanging the GPU.
 template <int kPairs>
 __device__ __forceinline__ void await_tagged_pairs(const uint64_t* const (&src)[kPairs], uint64_t (&words)[kPairs][2],
                                                    uint32_t wanted, uint32_t tag) {
