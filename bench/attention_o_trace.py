@@ -8,8 +8,10 @@ the event (a stamp of 0: not reached, e.g. "attended" for CTAs without a split).
 ("event_names"; the attention_o trace predates it). With --by-split (attention_o traces) it also prints each event's
 mean for the CTAs with a split and those without one, in microseconds after the layer's first PDL wait ("waited"),
 the first layer left out (as in ITERATIONS.md session 15's table), and the head merges: CTA c attends kv head
-c % kv_heads (--kv-heads, default 8: Qwen3-8B), and the head's last split, which merges it (v2 and later), stamps
-"attended" after the merge, so its lag behind the head's other splits is the merge's time on the chain (session 33).
+c % kv_heads (--kv-heads, default 8: Qwen3-8B; in a v37 trace, "cluster_merge" in its version's name, c // 8, the
+cluster), and the head's last split, which merges it (v2 and later), stamps "attended" after the merge, so its lag
+behind the head's other splits is the merge's time on the chain (session 33). CTAs that never started (a stamp of
+0 at "start": v37's grid is smaller than the trace's) are left out.
 Usage: bench/attention_o_trace.py [--by-split [--kv-heads N]] TRACE.json [TRACE2.json ...]
 """
 import gzip
@@ -25,17 +27,23 @@ def load(path):
         return json.load(f)
 
 
+def layer_rows(t, layer):
+    """The layer's rows of stamps, one a CTA that ran (CTAs past a launch's grid keep their zeroed stamps)."""
+    ctas, events, stamps = t["ctas"], t["events"], t["stamps_ns"]
+    rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
+    return [r for r in rows if r[0] != 0]
+
+
 def summarize(path):
     t = load(path)
-    layers, ctas, events = t["layers"], t["ctas"], t["events"]
+    layers, events = t["layers"], t["events"]
     names = t.get("event_names", EVENTS)
     times = [e for e in names if e != "sm"]  # "sm": the CTA's SM, not a time (bench/sm_spread.py reads it)
     last = names.index("end") if "end" in names else events - 1
-    stamps = t["stamps_ns"]
     sums = {e: [0.0, 0.0, 0] for e in names}  # mean-sum, max-sum, layers counted
     spans, starts = [], []
     for layer in range(layers):
-        rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
+        rows = layer_rows(t, layer)
         ref = min(r[0] for r in rows)
         starts.append(ref)
         spans.append((max(r[last] for r in rows) - ref) / 1e3)
@@ -48,7 +56,8 @@ def summarize(path):
             sums[e][0] += sum(vals) / len(vals)
             sums[e][1] += max(vals)
             sums[e][2] += 1
-    print(f"{path}: {t.get('mlp', t.get('attention_o'))}, prompt {t.get('prompt_len')}, {layers} layers x {ctas} CTAs; "
+    print(f"{path}: {t.get('mlp', t.get('attention_o'))}, prompt {t.get('prompt_len')}, {layers} layers x "
+          f"{t['ctas']} CTAs; "
           f"launch span (first start -> last end) {sum(spans) / len(spans):.2f} us mean, layer period "
           f"{(starts[-1] - starts[0]) / 1e3 / max(1, layers - 1):.2f} us")
     print(f"{'event':<12} {'mean us':>8} {'slowest':>8}")
@@ -70,6 +79,9 @@ def by_split(path, kv_heads):
         print(f"{path}: no attended / waited events (not an attention_o trace)")
         return
     stamps, ix = t["stamps_ns"], {n: i for i, n in enumerate(names)}
+    # CTA c's kv head: c % kv_heads, or in v37's clusters of 8 (cluster c // 8 < kv_heads holds kv head c // 8)
+    clustered = "cluster_merge" in str(t.get("attention_o", ""))
+    kv_head_of = (lambda c: c // 8) if clustered else (lambda c: c % kv_heads)
     groups = {"with a split": {}, "without": {}}
     counts = {"with a split": 0, "without": 0}
     lags, others, mergers = [], [], []  # per kv head and layer: the merge's lag, the other splits', the merger's
@@ -77,10 +89,11 @@ def by_split(path, kv_heads):
     # head and layer, the merging split's and the latest other split's, and the merger's merge and count)
     merger_ends, other_ends, merges = [], [], []
     for layer in range(1, layers):
-        rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
-        ref = min(r[ix["waited"]] for r in rows if r[ix["waited"]] != 0)
+        all_rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
+        rows = {c: r for c, r in enumerate(all_rows) if r[0] != 0}
+        ref = min(r[ix["waited"]] for r in rows.values() if r[ix["waited"]] != 0)
         attended = [[] for _ in range(kv_heads)]
-        for c, r in enumerate(rows):
+        for c, r in rows.items():
             group = "with a split" if r[ix["attended"]] != 0 else "without"
             counts[group] += 1
             for n in names:
@@ -88,7 +101,7 @@ def by_split(path, kv_heads):
                     groups[group].setdefault(n, []).append((r[ix[n]] - ref) / 1e3)
             if r[ix["attended"]] != 0:
                 end = r[ix["o_staged"]] if "o_staged" in ix else 0
-                attended[c % kv_heads].append(((r[ix["attended"]] - ref) / 1e3, (end - ref) / 1e3 if end else None))
+                attended[kv_head_of(c)].append(((r[ix["attended"]] - ref) / 1e3, (end - ref) / 1e3 if end else None))
         for done in (sorted(a) for a in attended if len(a) > 1):  # (a lone split merges nothing)
             lags.append(done[-1][0] - done[-2][0])
             others.append(done[-2][0])

@@ -22,9 +22,10 @@ def load(path):
 
 
 def per_cta(t, layer):
+    """The layer's stamps, a row per CTA that ran (CTAs past a smaller grid, e.g. v37's 120 of 128, stay 0)."""
     n, ctas = t["events"], t["ctas"]
     s = t["stamps_ns"]
-    return [s[(layer * ctas + c) * n:(layer * ctas + c + 1) * n] for c in range(ctas)]
+    return [r for r in (s[(layer * ctas + c) * n:(layer * ctas + c + 1) * n] for c in range(ctas)) if r[0] != 0]
 
 
 def main(mlp_path, attn_path):

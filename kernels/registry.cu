@@ -152,6 +152,12 @@ void launch_qkv_attention_o_v35(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v35_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v36(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v36_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v38_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v39(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v39_supports(const QkvAttentionOArgs&);
 void launch_gemm_v5(const GemmArgs&, cudaStream_t);
 bool gemm_v5_supports(const GemmArgs&);
 void launch_gate_up_swiglu_v2(const GateUpSwigluArgs&, cudaStream_t);
@@ -537,6 +543,16 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v36_qkv_attention_o_merge_at_once", "v34 whose head merge loads up to eight splits' values with their "
                                             "statistics: one L2 round trip (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v36, qkv_attention_o_v36_supports},
+      {"v37_qkv_attention_o_cluster_merge", "v34 in thread-block clusters of 8 CTAs, one a kv head's splits, "
+                                            "whose first split merges the head from the cluster's shared memory: "
+                                            "no L2 round trip on the merge's path (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v37, qkv_attention_o_v37_supports},
+      {"v38_qkv_attention_o_cluster_trigger_late", "v37 whose CTAs let the next launch start once every split is in, "
+                                                   "not at their start (v32's trigger) (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v38, qkv_attention_o_v38_supports},
+      {"v39_qkv_attention_o_cluster_rows", "v38 whose o loop deals a CTA's rows round-robin over its warps in one "
+                                           "batch (v30's loop, no hand-off) (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v39, qkv_attention_o_v39_supports},
   };
   return v;
 }

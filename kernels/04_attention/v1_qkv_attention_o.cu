@@ -54,7 +54,10 @@
 #include <atomic>
 #include <cfloat>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "kernels/02_gemm/gemv_ring.cuh"
 #include "kernels/04_attention/attention_mma.cuh"
@@ -110,6 +113,16 @@ constexpr int kScaledSplitsMaxKeys = 192;
 constexpr int kMaxForeignRows = 16;
 // v30: the most rows a warp multiplies at once: (rows_per_cta + kMaxForeignRows) / kWarps at Qwen3-8B's 32 rows.
 [[maybe_unused]] constexpr int kMaxRowsAWarp = 6;
+// v37 (kChainSync 4): CTAs a cluster, the most splits a kv head takes (the portable cluster size).
+constexpr int kClusterCtas = 8;
+
+// v37's CTA index (the kernel's `cta`) from the CTA's cluster and rank: rank r of cluster c < kv_heads is r * kv_heads
+// + c (split r of kv head c), a CTA of a later cluster keeps its block index. A bijection onto [0, gridDim.x).
+// PRECOND: launched in clusters of kClusterCtas CTAs along x, at least kv_heads clusters.
+[[maybe_unused]] __device__ __forceinline__ int cluster_cta_index(int kv_heads) {
+  const int cluster = int(blockIdx.x) / kClusterCtas, rank = int(blockIdx.x) % kClusterCtas;
+  return cluster < kv_heads ? rank * kv_heads + cluster : int(blockIdx.x);
+}
 
 // Shared memory, byte offsets from the dynamic base.
 struct Layout {
@@ -414,6 +427,9 @@ struct ORows {
 // round-robin over the warps.
 // kHandOff 2 (v31, kOVecs 0): v30's hand-off where the split CTAs give up their last handoff_rows unstaged rows (all
 // of them by default) and the others read the rows they took over in their last pass only, after the merge.
+// kHandOff 3 (v39, kOVecs 0): v30's o loop with no hand-off, every CTA on its own rows dealt round-robin over the
+// warps in one batch of up to kMaxRowsAWarp (what warm_code bit 64 does to v30): v37's 35 rows a CTA in one round,
+// where v17's loop of kRowsAtOnce rows a warp takes a second round for the last 3.
 // kRowChunks (v19, v20): the chunks of each row a lane of the inline o loop has in flight (dot_rows' unroll), 4 in
 // v1-v18 (16 loads a lane, an unstaged row's 16 chunks a lane in 4 dependent round trips), 8 in v19 and v20.
 // kTriggerLate (v32): a CTA triggers the next launch (PDL) once every split is in, not at its start; diagnostic
@@ -425,7 +441,11 @@ struct ORows {
 // the counts. 2 (v35): tagged words (kernels/common/tagged_words.cuh) and no fence: the last split of each kv head
 // (a fixed one, not the last to count in) polls the head's other splits' partials until they carry the launch's tag,
 // merges them with its own from shared memory, and writes the merged head in tagged words too; the heads' count
-// (relaxed) tells the waiting CTAs when to read them, and they poll any word that has not landed yet.
+// (relaxed) tells the waiting CTAs when to read them, and they poll any word that has not landed yet. 4 (v37): the
+// grid in clusters of kClusterCtas CTAs, cluster c < kv_heads holding kv head c's splits (rank r split r): a split
+// leaves its partial in its own shared memory and arrives on the cluster barrier (release); rank 0 waits on it
+// (acquire), merges the head from its cluster's shared memory (merge_head_cluster below) and counts it with a release
+// add, as v34. No workspace partials and no per-head count: no L2 round trip on the merge's path.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
@@ -434,14 +454,17 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kCounted = false, int kChainSync = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
-                           int max_splits) {
+                           int max_splits, int partial_count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr bool kReleaseCounts = kChainSync == 1 || kChainSync == 3;
+  constexpr bool kReleaseCounts = kChainSync == 1 || kChainSync == 3 || kChainSync == 4;
   constexpr bool kTaggedMerge = kChainSync == 2;
   constexpr bool kMergeLoadsAtOnce = kChainSync == 3;  // (v36, merge_heads below)
+  constexpr bool kClusterMerge = kChainSync == 4;      // (v37)
   const QkNormRopeCacheArgs& p = a.attention.prep;
-  const int cta = blockIdx.x;
+  // The CTA's index as the rest of the kernel sees it (its rows, its split: split cta / kv_heads of kv head
+  // cta % kv_heads). v37: rank r of cluster c < kv_heads is split r of kv head c, the other clusters' CTAs follow.
+  const int cta = kClusterMerge ? cluster_cta_index(int(p.kv_heads)) : int(blockIdx.x);
   const int steps = kShortChain ? a.chain_steps : 0;  // v3-v5: QkvAttentionOArgs::chain_steps (-1: every bit)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int group = int(p.q_heads / p.kv_heads);
@@ -721,6 +744,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
   const int splits = splits_at(position);
+  // v37: a CTA without a split has nothing for its cluster's merge; it arrives at once, so that rank 0's wait is
+  // held by its head's splits only.
+  if (kClusterMerge && cta >= splits * int(p.kv_heads)) cluster_arrive_relaxed();
   // v29 (kHandOff): the split CTAs multiply only their staged o rows; their unstaged ones (unstaged_per a CTA, in
   // split CTA order) are dealt in contiguous runs to the CTAs without a split, which read them in their first pass
   // while the splits attend, as they read their own. A CTA then multiplies its own rows [0, own_rows) and the
@@ -743,7 +769,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int total = givers * handed;
     // (v30: a warp's rows in one batch of at most kMaxRowsAWarp)
     const int cap = kOVecs == 0 ? min(kMaxForeignRows, kWarps * kMaxRowsAWarp - rows_per_cta) : kMaxForeignRows;
-    if (!(a.warm_code & 64) && givers > 0 && takers > 0 && handed > 0 && (total + takers - 1) / takers <= cap) {
+    if (kHandOff != 3 && !(a.warm_code & 64) && givers > 0 && takers > 0 && handed > 0 &&
+        (total + takers - 1) / takers <= cap) {
       const int taker = reverse ? cta : cta - attending;  // (negative: this CTA gives)
       if (taker < 0 || taker >= takers) {
         own_rows = rows - handed;  // (a giver's block is full: a split CTA is never the last; reverse wants all full)
@@ -871,6 +898,47 @@ __global__ void __launch_bounds__(kThreads, 1)
       sink(quad, __floats2bfloat162_rn(value.x / total, value.y / total),
            __floats2bfloat162_rn(value.z / total, value.w / total));
     }
+  };
+  // v37 (kClusterMerge): merge_heads for kv head kv_head from the shared memory of its cluster's first `splits` CTAs
+  // (rank s: split s's partial, (group, kHeadDim) floats, then its maxima and sums, at l.partial), each group of 4
+  // outputs handed to sink(quad, lo, hi). The same weights and the same sums in the same order as merge_heads: the
+  // same bits. A thread's values of every split are in flight with the statistics, over distributed shared memory
+  // (the GPC's SM-to-SM network), not L2. PRECOND: every thread calls it, after a cluster wait that follows every
+  // split's arrival; group <= kWarps; group * kHeadDim <= 4 * kThreads; splits <= kClusterCtas.
+  [[maybe_unused]] const auto merge_head_cluster = [&](int kv_head, auto&& sink) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    float* partial = reinterpret_cast<float*>(smem + l.partial);
+    float* stat_max = partial + kMaxGroup * kHeadDim;
+    float* stat_sum = stat_max + kMaxGroup;
+    const int quad = int(threadIdx.x);  // this thread's 4 outputs of the kv head's group * kHeadDim
+    const bool has_quad = quad < group * kHeadDim / 4;
+    float4 v[kClusterCtas];
+#pragma unroll
+    for (int s = 0; s < kClusterCtas; ++s)
+      v[s] = has_quad && s < splits
+                 ? *reinterpret_cast<const float4*>(cluster.map_shared_rank(partial, s) + quad * 4)
+                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (warp < group)
+      weigh_splits(kv_head * group + warp,
+                   lane < splits ? make_float2(*cluster.map_shared_rank(stat_max + warp, lane),
+                                               *cluster.map_shared_rank(stat_sum + warp, lane))
+                                 : make_float2(-FLT_MAX, 0.0f));
+    __syncthreads();
+    if (!has_quad) return;
+    const float* w = weights + (kv_head * group + quad * 4 / kHeadDim) * (kMaxSplits + 1);
+    float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < kClusterCtas; ++s) {
+      if (s >= splits) break;
+      value.x += v[s].x * w[s];
+      value.y += v[s].y * w[s];
+      value.z += v[s].z * w[s];
+      value.w += v[s].w * w[s];
+    }
+    const float total = w[kMaxSplits];
+    sink(kv_head * group * kHeadDim / 4 + quad, __floats2bfloat162_rn(value.x / total, value.y / total),
+         __floats2bfloat162_rn(value.z / total, value.w / total));
   };
   [[maybe_unused]] const auto bf162_bits = [](__nv_bfloat162 v) {  // (v35: a tagged word's payload)
     uint32_t bits;
@@ -1173,7 +1241,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool lone_split = kShortChain && kHeadMerge && splits == 1;
     // v35: the head's last split merges it, the others leave their partial in tagged words and are done.
     const bool tagged_merger = kTaggedMerge && split == splits - 1;
-    if constexpr (kTaggedMerge) {
+    if constexpr (kClusterMerge) {
+      // v37: the partial stays in this CTA's shared memory. Rank 0 (split 0) merges the head once every split of its
+      // cluster has arrived, and counts it as v34's merging split does.
+      cluster_arrive_release();
+      if (split == 0) {
+        cluster_wait_acquire();
+        merge_head_cluster(kv_head, [&](int quad, __nv_bfloat162 lo, __nv_bfloat162 hi) {
+          store_quad(a.attention.out, quad, lo, hi);
+        });
+        __syncthreads();  // every thread's stores before thread 0's release add
+        if (threadIdx.x == 0) red_release_gpu_add(arrivals, 1u);
+        merged_head = true;
+      }
+    } else if constexpr (kTaggedMerge) {
       if (!tagged_merger) {
         const uint32_t tag = launch_tag_s;
         for (int o = 2 * int(threadIdx.x); o < group * kHeadDim; o += 2 * kThreads) {
@@ -1209,7 +1290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (threadIdx.x == 0) atomicAdd(arrivals, 1u);  // (relaxed: a reader polls any word not yet landed)
         merged_head = true;
       }
-    } else {
+    } else if constexpr (!kClusterMerge) {
       // visible device-wide before the split (or v3's lone split's head) counts itself in (v34: thread 0's release
       // below, after the barrier, orders the whole CTA's writes before its count)
       if constexpr (!kReleaseCounts) __threadfence();
@@ -1613,7 +1694,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     float total = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
-    a.norm_partials[cta] = total;
+    // (v37: a grid of fewer CTAs than the count of partials the next norm reads, zero past the grid)
+    if (!kClusterMerge || cta < partial_count) a.norm_partials[cta] = total;
+    if constexpr (kClusterMerge)
+      for (int i = int(gridDim.x) + cta; i < partial_count; i += int(gridDim.x)) a.norm_partials[i] = 0.0f;
   }
   // v27: the MLP rows still in flight land before the CTA's shared memory goes.
   if constexpr (kMlpLead == 2)
@@ -1643,11 +1727,14 @@ struct Plan {
 
 // warp_keys: v6, whose attention core has no K/V ring (stages 0). claim: v10, whose CTAs may take more keys than a
 // static split (its keys_cap holds the most slots one may fill; its ring depth is v9's).
-Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = false, bool scaled = false) {
+// cluster: v37, whose kv heads take at most kClusterCtas splits (its grid comes at launch: cluster_grid_for).
+Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = false, bool scaled = false,
+              bool cluster = false) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   Plan plan{};
   plan.grid = grid_for(a.hidden, p.kv_heads);
   plan.max_splits = max_splits_for(plan.grid, p.kv_heads);
+  if (cluster) plan.max_splits = std::min(plan.max_splits, kClusterCtas);
   plan.keys_per_split = a.keys_per_split > 0 ? a.keys_per_split : kDefaultKeysPerSplit;
   // A split gets at most keys_per_split keys until there are max_splits of them, then ceil(keys / max_splits).
   const int64_t keys = a.attention.max_position + 1;
@@ -1676,6 +1763,38 @@ Plan plan_for(const QkvAttentionOArgs& a, bool warp_keys = false, bool claim = f
   return plan;
 }
 
+// v37's grid: clusters of kClusterCtas CTAs, at least one a kv head (its splits), with the o rows in blocks as even
+// as `clusters` (the most the GPU holds at once) allow; {0, 0} where that does not fit in `clusters`, would take
+// more CTAs than the `partial_count` norm partials the next launch reads (qkv_attention_o_partials), or more than
+// max_rows rows a CTA. Qwen3-8B on 132 SMs: 15 clusters (one GPC holds one of 8), 35 rows a CTA, 118 with rows in a
+// grid of 120.
+Grid cluster_grid_for(int64_t hidden, int64_t kv_heads, int clusters, int64_t partial_count, int64_t max_rows) {
+  const int64_t most = int64_t(clusters) * kClusterCtas;
+  if (clusters < kv_heads || most == 0) return {0, 0};
+  const int64_t rows = (hidden + most - 1) / most;
+  if (rows > max_rows) return {0, 0};
+  const int64_t ctas = std::max((hidden + rows - 1) / rows, kv_heads * kClusterCtas);
+  const int64_t grid = (ctas + kClusterCtas - 1) / kClusterCtas * kClusterCtas;
+  if (grid > most || grid > partial_count) return {0, 0};
+  return {int(grid), int(rows)};
+}
+
+// How many clusters of kClusterCtas CTAs of `kernel` with `smem_bytes` of dynamic shared memory the GPU holds at once,
+// asked once per kernel and size (cudaOccupancyMaxActiveClusters; every CTA of the launch must be resident, as they
+// wait on each other).
+template <class Kernel>
+int resident_clusters(Kernel kernel, size_t smem_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, size_t>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), smem_bytes);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  const int clusters = max_active_clusters(kernel, dim3(kClusterCtas), dim3(kThreads), smem_bytes, kClusterCtas);
+  known.emplace(key, clusters);
+  return clusters;
+}
+
 Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool row_barriers = false,
                  int extra_dot_rows = 0) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
@@ -1702,9 +1821,29 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
                                     int(kMaxSmem - kStaticSmemSlack)));
     configured.store(true);
   }
-  const Layout l = layout_of(a, plan, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
-  launch(kernel, dim3(unsigned(plan.grid.ctas)), dim3(kThreads), l.bytes, stream, a, l, plan.keys_cap,
-         plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits);
+  if constexpr (kChainSync == 4) {
+    // v37: the grid in clusters the GPU holds at once; where they cannot hold one a kv head, v34's kernel (v39:
+    // with its o loop).
+    const QkNormRopeCacheArgs& p = a.attention.prep;
+    const int64_t partial_count = grid_for(a.hidden, p.kv_heads).ctas;
+    Plan clustered = plan;
+    const int64_t max_rows = kHandOff ? kWarps * kMaxRowsAWarp : a.hidden;  // (v39: a warp's rows in one batch)
+    clustered.grid =
+        cluster_grid_for(a.hidden, p.kv_heads, resident_clusters(kernel, plan.smem_budget), partial_count, max_rows);
+    if (clustered.grid.ctas == 0)
+      return launch_stages<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead,
+                           kLateRows, kTypedRows, kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging,
+                           kScaledSplits, kReverseSplits, kPacedStaging, kHandOff, kTriggerLate, kCounted, 1>(
+          a, plan_for(a, false, kClaimsAhead > 0, kScaledSplits), stream);
+    const Layout l = layout_of(a, clustered, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
+    launch_clustered(kernel, dim3(unsigned(clustered.grid.ctas)), dim3(kThreads), l.bytes, stream, kClusterCtas, a, l,
+                     clustered.keys_cap, clustered.keys_per_split, clustered.grid.rows_per_cta, clustered.max_splits,
+                     int(partial_count));
+  } else {
+    const Layout l = layout_of(a, plan, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
+    launch(kernel, dim3(unsigned(plan.grid.ctas)), dim3(kThreads), l.bytes, stream, a, l, plan.keys_cap,
+           plan.keys_per_split, plan.grid.rows_per_cta, plan.max_splits, plan.grid.ctas);
+  }
 }
 
 template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0, bool kLean = false,
@@ -1740,7 +1879,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
           bool kCounted = false, int kChainSync = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits);
+  const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits, kChainSync == 4);
   if constexpr (kWarpKeys) {
     if (a.attention.prep.head_dim == 128)
       launch_stages<128, 0, kHeadMerge, kShortChain, kOVecs>(a, plan, stream);
@@ -2050,20 +2189,21 @@ namespace {
 // v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
 // tests). kHandOffMode: the split CTAs' unstaged rows taken over by the others, 1 with v29's o loop on tensor
-// cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31). kTriggerLate: v32's PDL trigger.
+// cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31); 4: v30's round-robin rows, no hand-off
+// (v39). kTriggerLate: v32's PDL trigger.
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
           bool kCounted = false, int kChainSync = 0>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
-    if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34, v35: its sync)
+    if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34-v36: its sync; v37: v34's)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
-                            false, 0, false, kCounted, kChainSync>(a, stream);
+                            false, 0, false, kCounted, kChainSync == 4 ? 1 : kChainSync>(a, stream);
     return launch_qkv_attention_o_v9(a, stream);
   }
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
-  constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode > 0 ? 1 : 0;
+  constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode == 4 ? 3 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
                           false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, stream);
@@ -2267,6 +2407,55 @@ bool qkv_attention_o_v36_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream) {
   launch_scaled_early<0, false, 0, false, false, 3>(a, stream);
+}
+
+// v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head
+// c's splits (kChainSync 4 above): a split leaves its partial in its own shared memory and arrives on the cluster
+// barrier, and the head's first split waits on it and merges the head from the cluster's shared memory, then counts
+// it as v34 does. The merge's path has no L2 round trip: v34's merging split writes its partial, adds the head's
+// count (a round trip), then loads the statistics and the values (two more at prompt 128's up to six splits). The
+// same weights and sums: v34's attention output, bit for bit. What it costs: the grid is what the GPU holds at once
+// in clusters of 8 (cudaOccupancyMaxActiveClusters: 15 on an H100 or H200, one GPC too small for two), so 120 CTAs
+// of 35 o rows (118 with rows) where v34 has 128 of 32, and at most 8 splits a kv head. Where a launch's positions
+// pass 8 splits of kScaledSplitsMaxKeys keys (1536 keys), or the GPU cannot hold a cluster a kv head, v34. Why:
+// traced on an H100 (ITERATIONS.md session 34), v34's merging split counts its head 2.8 us after its attention's
+// end, L2 round trips one after another, on the chain that every CTA's o phase waits for. Refuses what v34 refuses
+// and GQA groups over 8 q heads (a warp weighs a q head's splits).
+bool qkv_attention_o_v37_supports(const QkvAttentionOArgs& a) {
+  const QkNormRopeCacheArgs& p = a.attention.prep;
+  return qkv_attention_o_v34_supports(a) && p.q_heads / p.kv_heads <= kWarps;
+}
+
+void launch_qkv_attention_o_v37(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
+    return launch_qkv_attention_o_v34(a, stream);
+  launch_scaled_early<0, false, 0, false, false, 4>(a, stream);
+}
+
+// v38_qkv_attention_o_cluster_trigger_late: v37 whose CTAs let the next launch start once every split is in (v32's
+// kTriggerLate), not at their start. Why: v37's grid leaves 12 SMs of 132 free (v34's 4), and the next MLP's CTAs
+// that take them at once fill their rings during the attention's chain, the pull that v7, v27 and v32 found delays
+// it. The same arithmetic as v37. Where v37 runs v34's kernel, v34's. Refuses what v37 refuses.
+bool qkv_attention_o_v38_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v37_supports(a); }
+
+void launch_qkv_attention_o_v38(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
+    return launch_qkv_attention_o_v34(a, stream);
+  launch_scaled_early<0, false, 0, true, false, 4>(a, stream);
+}
+
+// v39_qkv_attention_o_cluster_rows: v38 whose o loop deals a CTA's rows round-robin over its warps in one batch
+// (kHandOff 3 above: v30's loop without its hand-off). Why: traced on an H100 (ITERATIONS.md session 35), v37's and
+// v38's o phase ran 2.3 us (CTAs without a split) and 4.8 us (split CTAs) longer than v34's: 35 rows a CTA take a
+// second round of v17's loop (kRowsAtOnce rows a warp, 8 warps: 32 rows a round) for their last 3 rows, unstaged
+// ones, from HBM after the merge. Where v37 runs v34's kernel, v34's (with this loop where the GPU cannot hold a
+// cluster a kv head). Refuses what v37 refuses.
+bool qkv_attention_o_v39_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v37_supports(a); }
+
+void launch_qkv_attention_o_v39(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
+    return launch_qkv_attention_o_v34(a, stream);
+  launch_scaled_early<0, false, 4, true, false, 4>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

@@ -136,6 +136,31 @@ __device__ __forceinline__ void spin_until_at_least(const uint32_t* counter, uin
     if (++polls > (uint64_t(1) << 24)) __trap();
 }
 
+// ---- the cluster barrier's two halves (sm_90; nothing below), each executed by every thread of a CTA. A CTA that
+// only publishes arrives; one that reads the others' shared memory waits, and the wait completes once every thread
+// of the cluster that has not exited has arrived. Split in two, a producer CTA does not wait for its consumer.
+// Arrives with release semantics at cluster scope: this thread's earlier shared-memory writes (and those of the
+// threads of its CTA that passed a barrier with it before) are visible to a thread of the cluster that waits.
+__device__ __forceinline__ void cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+
+// Arrives without publishing anything (a CTA of the cluster with nothing to hand over).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
+#endif
+}
+
+// Waits until every non-exited thread of the cluster has arrived; acquire, so what they released is visible.
+__device__ __forceinline__ void cluster_wait_acquire() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+
 // ---- TMA bulk copies and mbarriers (sm_90; every wrapper compiles to nothing below, where the kernels using them
 // are empty and their supports() is false). A bulk copy moves one contiguous span global -> shared without any
 // thread touching it: a single thread keeps tens of KB of weights in flight, so the loads start the moment a CTA

@@ -398,13 +398,13 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   }
 }
 
-// qkv_attention_o v34 and v35 change only how the splits, the head merges and the waits for the merged heads
-// order their memory (v34: one thread's release / acquire on the counts instead of every thread's fence; v35: tagged
-// words, the head's last split merging it from the others' words and its own shared memory): the same merge
-// arithmetic as v25, so a decode step gives the same tokens and logits bits. Three contexts, so that v25's short
-// kernel (one split a head at 64 positions, several at 512) and its kernel for longer positions (more splits than
-// v35's merge takes at once) all run. A random Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32
-// reductions meet in no fixed order).
+// qkv_attention_o v34-v36 change only how the splits, the head merges and the waits for the merged heads order
+// their memory (v34: one thread's release / acquire on the counts instead of every thread's fence; v35: tagged
+// words, the head's last split merging it from the others' words and its own shared memory; v36: the merge's loads
+// at once): the same merge arithmetic as v25, so a decode step gives the same tokens and logits bits. Three
+// contexts, so that v25's short kernel (one split a head at 64 positions, several at 512) and its kernel for longer
+// positions (more splits than v35's merge takes at once) all run; at 4096 v37-v39 run v34's kernel. A random
+// Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32 reductions meet in no fixed order).
 TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
@@ -427,6 +427,12 @@ TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
       EXPECT_EQ(got.first, v25.first) << version << ", context " << context;
       EXPECT_EQ(got.second, v25.second) << version << ", context " << context;
     }
+    // v37-v39 merge the same bits inside each launch, but their 120 CTAs leave the next norm its partial sums
+    // of squares over other rows (35 a CTA, not 32), which that norm adds in another order: the same tokens, not
+    // the same logits bits.
+    for (const char* version : {"v37_qkv_attention_o_cluster_merge", "v38_qkv_attention_o_cluster_trigger_late",
+                                "v39_qkv_attention_o_cluster_rows"})
+      EXPECT_EQ(run(version).first, v25.first) << version << ", context " << context;
   }
 }
 
