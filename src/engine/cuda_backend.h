@@ -93,8 +93,11 @@ struct EngineOptions {
   // v25 (v22 wherever the positions may pass 384 keys, v17 below): 1.002x-1.012x of v23 at prompts 512-1024, the
   // same elsewhere (session 18). v34 (v25 whose chain synchronizes through one thread's release / acquire on its
   // counts instead of every thread's __threadfence; the same bits): 1.009x-1.010x of v25 at prompts 128-8192 on an
-  // H100, the merging split 1.0 us shorter (session 34; not yet measured on an H200).
-  std::string decode_attention_o = "v34_qkv_attention_o_release_counts";
+  // H100, the merging split 1.0 us shorter (session 34; not yet measured on an H200). v36 (v34 whose head merge
+  // loads up to eight splits' values with their statistics: one L2 round trip; the same bits): 1.0006x / 1.0019x /
+  // 1.0029x of v34 at prompts 128 / 512 / 1024 on one H100 lease (session 35; not measured past 1024 or on an
+  // H200). The cluster merges (v37-v39) were not faster.
+  std::string decode_attention_o = "v36_qkv_attention_o_merge_at_once";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).
