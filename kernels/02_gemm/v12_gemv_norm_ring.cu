@@ -100,17 +100,9 @@ __device__ __forceinline__ void normed_with_delta_pair(const bf16* residual, con
 
 // The pair's last use of each other's shared memory: every thread arrives once it is done reading the partner's,
 // and waits for the partner's arrival before its CTA exits (its shared memory must outlive the partner's reads).
-__device__ __forceinline__ void cluster_arrive_after_reads() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void cluster_arrive_after_reads() { cluster_arrive_release<true>(); }
 
-__device__ __forceinline__ void cluster_wait_before_exit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void cluster_wait_before_exit() { cluster_wait_acquire<true>(); }
 
 // The QKV GEMV's normed input at this thread's columns: from h and the MLP's delta copies where the args carry
 // them (residual_delta), from the producer's partial sums of squares of h otherwise.

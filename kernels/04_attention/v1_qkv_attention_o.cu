@@ -2426,10 +2426,21 @@ bool qkv_attention_o_v37_supports(const QkvAttentionOArgs& a) {
   return qkv_attention_o_v34_supports(a) && p.q_heads / p.kv_heads <= kWarps;
 }
 
-void launch_qkv_attention_o_v37(const QkvAttentionOArgs& a, cudaStream_t stream) {
+namespace {
+
+// v37-v39: the cluster merge (with v32's late trigger, with kHandOffMode's o loop) where the launch's positions stay
+// within kClusterCtas splits of kScaledSplitsMaxKeys keys; v34 past them.
+template <bool kTriggerLate, int kHandOffMode>
+void launch_cluster_merge(const QkvAttentionOArgs& a, cudaStream_t stream) {
   if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
     return launch_qkv_attention_o_v34(a, stream);
-  launch_scaled_early<0, false, 0, false, false, 4>(a, stream);
+  launch_scaled_early<0, false, kHandOffMode, kTriggerLate, false, 4>(a, stream);
+}
+
+}  // namespace
+
+void launch_qkv_attention_o_v37(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_cluster_merge<false, 0>(a, stream);
 }
 
 // v38_qkv_attention_o_cluster_trigger_late: v37 whose CTAs let the next launch start once every split is in (v32's
@@ -2439,9 +2450,7 @@ void launch_qkv_attention_o_v37(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v38_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v37_supports(a); }
 
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
-    return launch_qkv_attention_o_v34(a, stream);
-  launch_scaled_early<0, false, 0, true, false, 4>(a, stream);
+  launch_cluster_merge<true, 0>(a, stream);
 }
 
 // v39_qkv_attention_o_cluster_rows: v38 whose o loop deals a CTA's rows round-robin over its warps in one batch
@@ -2453,9 +2462,7 @@ void launch_qkv_attention_o_v38(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v39_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v37_supports(a); }
 
 void launch_qkv_attention_o_v39(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
-    return launch_qkv_attention_o_v34(a, stream);
-  launch_scaled_early<0, false, 4, true, false, 4>(a, stream);
+  launch_cluster_merge<true, 4>(a, stream);
 }
 
 // v24_qkv_attention_o_reverse_splits: v9 whose splits are laid on the CTAs in reverse order (kReverseSplits above),

@@ -141,9 +141,14 @@ __device__ __forceinline__ void spin_until_at_least(const uint32_t* counter, uin
 // of the cluster that has not exited has arrived. Split in two, a producer CTA does not wait for its consumer.
 // Arrives with release semantics at cluster scope: this thread's earlier shared-memory writes (and those of the
 // threads of its CTA that passed a barrier with it before) are visible to a thread of the cluster that waits.
+// kAligned: the .aligned form, for a call that every thread of the warp executes together.
+template <bool kAligned = false>
 __device__ __forceinline__ void cluster_arrive_release() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+  if constexpr (kAligned)
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  else
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 #endif
 }
 
@@ -155,9 +160,14 @@ __device__ __forceinline__ void cluster_arrive_relaxed() {
 }
 
 // Waits until every non-exited thread of the cluster has arrived; acquire, so what they released is visible.
+// kAligned: as cluster_arrive_release's.
+template <bool kAligned = false>
 __device__ __forceinline__ void cluster_wait_acquire() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+  if constexpr (kAligned)
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  else
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 #endif
 }
 
