@@ -28,10 +28,11 @@ def load(path):
 
 
 def layer_rows(t, layer):
-    """The layer's rows of stamps, one a CTA that ran (CTAs past a launch's grid keep their zeroed stamps)."""
+    """The layer's rows of stamps by block index, one a CTA that ran (CTAs past a launch's grid keep their zeroed
+    stamps)."""
     ctas, events, stamps = t["ctas"], t["events"], t["stamps_ns"]
-    rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
-    return [r for r in rows if r[0] != 0]
+    rows = (stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas))
+    return {c: r for c, r in enumerate(rows) if r[0] != 0}
 
 
 def summarize(path):
@@ -43,7 +44,7 @@ def summarize(path):
     sums = {e: [0.0, 0.0, 0] for e in names}  # mean-sum, max-sum, layers counted
     spans, starts = [], []
     for layer in range(layers):
-        rows = layer_rows(t, layer)
+        rows = list(layer_rows(t, layer).values())
         ref = min(r[0] for r in rows)
         starts.append(ref)
         spans.append((max(r[last] for r in rows) - ref) / 1e3)
@@ -73,12 +74,12 @@ def by_split(path, kv_heads):
     the head merges: per kv head and layer, the head's last "attended" stamp (its merging split, stamped after the
     merge) against the head's other splits."""
     t = load(path)
-    layers, ctas, events = t["layers"], t["ctas"], t["events"]
+    layers = t["layers"]
     names = t.get("event_names", EVENTS)
     if "attended" not in names or "waited" not in names:
         print(f"{path}: no attended / waited events (not an attention_o trace)")
         return
-    stamps, ix = t["stamps_ns"], {n: i for i, n in enumerate(names)}
+    ix = {n: i for i, n in enumerate(names)}
     # CTA c's kv head: c % kv_heads, or in v37's clusters of 8 (cluster c // 8 < kv_heads holds kv head c // 8)
     clustered = "cluster_merge" in str(t.get("attention_o", ""))
     kv_head_of = (lambda c: c // 8) if clustered else (lambda c: c % kv_heads)
@@ -89,8 +90,7 @@ def by_split(path, kv_heads):
     # head and layer, the merging split's and the latest other split's, and the merger's merge and count)
     merger_ends, other_ends, merges = [], [], []
     for layer in range(1, layers):
-        all_rows = [stamps[(layer * ctas + c) * events:(layer * ctas + c + 1) * events] for c in range(ctas)]
-        rows = {c: r for c, r in enumerate(all_rows) if r[0] != 0}
+        rows = layer_rows(t, layer)
         ref = min(r[ix["waited"]] for r in rows.values() if r[ix["waited"]] != 0)
         attended = [[] for _ in range(kv_heads)]
         for c, r in rows.items():

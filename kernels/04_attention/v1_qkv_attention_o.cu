@@ -852,7 +852,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // v3: a thread's first kSplitsAtOnce values are in flight with the statistics (one L2 round trip, not two);
     // the same loads and arithmetic, so the same bits. v36 (kMergeLoadsAtOnce): always, and eight splits at once, so
     // that a head of up to eight splits is merged after one round trip instead of 1 + ceil(splits / 4). (Eight a
-    // group pads the sums with more zero products than four; value + 0 * 0 is value, as a sum from +0 is never -0.)
+    // group pads the sums with zero products where four pads none, at 4 or 12 splits. value + 0 * 0 is value except
+    // for a -0 sum, which it makes +0; a sum from +0 is -0 only where every product underflows to zero, negative:
+    // that case alone may differ from v34 in the bf16 zero's sign.)
     const bool early_loads = kMergeLoadsAtOnce || (steps & 4);
     const int first_quad = h_begin * kHeadDim / 4 + int(threadIdx.x);
     float4 early[kSplitsAtOnce];
@@ -902,7 +904,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // v37 (kClusterMerge): merge_heads for kv head kv_head from the shared memory of its cluster's first `splits` CTAs
   // (rank s: split s's partial, (group, kHeadDim) floats, then its maxima and sums, at l.partial), each group of 4
   // outputs handed to sink(quad, lo, hi). The same weights and the same sums in the same order as merge_heads: the
-  // same bits. A thread's values of every split are in flight with the statistics, over distributed shared memory
+  // same bits, but for merge_heads' zero padding (splits % 4 != 0), which merge_head_tagged repeats and this does not:
+  // a -0 sum (every product underflowing to zero, negative) stays -0 here. A thread's values of every split are in flight with the statistics, over distributed shared memory
   // (the GPC's SM-to-SM network), not L2. PRECOND: every thread calls it, after a cluster wait that follows every
   // split's arrival; group <= kWarps; group * kHeadDim <= 4 * kThreads; splits <= kClusterCtas.
   [[maybe_unused]] const auto merge_head_cluster = [&](int kv_head, auto&& sink) {
@@ -1825,7 +1828,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
     // v37: the grid in clusters the GPU holds at once; where they cannot hold one a kv head, v34's kernel (v39:
     // with its o loop).
     const QkNormRopeCacheArgs& p = a.attention.prep;
-    const int64_t partial_count = grid_for(a.hidden, p.kv_heads).ctas;
+    const int64_t partial_count = plan.grid.ctas;  // (plan_for's grid: the norm partials the next launch reads)
     Plan clustered = plan;
     const int64_t max_rows = kHandOff ? kWarps * kMaxRowsAWarp : a.hidden;  // (v39: a warp's rows in one batch)
     clustered.grid =
