@@ -905,9 +905,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (rank s: split s's partial, (group, kHeadDim) floats, then its maxima and sums, at l.partial), each group of 4
   // outputs handed to sink(quad, lo, hi). The same weights and the same sums in the same order as merge_heads: the
   // same bits, but for merge_heads' zero padding (splits % 4 != 0), which merge_head_tagged repeats and this does not:
-  // a -0 sum (every product underflowing to zero, negative) stays -0 here. A thread's values of every split are in flight with the statistics, over distributed shared memory
-  // (the GPC's SM-to-SM network), not L2. PRECOND: every thread calls it, after a cluster wait that follows every
-  // split's arrival; group <= kWarps; group * kHeadDim <= 4 * kThreads; splits <= kClusterCtas.
+  // a -0 sum (every product underflowing to zero, negative) stays -0 here. A thread's values of every split are in
+  // flight with the statistics, over distributed shared memory (the GPC's SM-to-SM network), not L2. PRECOND: every
+  // thread calls it, after a cluster wait that follows every split's arrival; group <= kWarps; group * kHeadDim <=
+  // 4 * kThreads; splits <= kClusterCtas.
   [[maybe_unused]] const auto merge_head_cluster = [&](int kv_head, auto&& sink) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
