@@ -842,6 +842,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     weights[h * (kMaxSplits + 1) + lane] = w;
     if (lane == 0) weights[h * (kMaxSplits + 1) + kMaxSplits] = total;
   };
+  // merge_heads with four splits a group (v34 and before) pads the last group's sums with zero products where
+  // splits % 4 != 0. value + 0 * 0 is value except for a -0 sum (every product underflowing to zero, negative), which
+  // it makes +0; the merges that group their splits otherwise (v36: eight, v37: none) pad once here instead, so that
+  // every version gives the same bits, that zero's sign included.
+  const auto pad_as_four_a_group = [&](float4& value) {
+    if (splits % 4 == 0) return;
+    const float zero = 0.0f;
+    value.x += zero * zero;
+    value.y += zero * zero;
+    value.z += zero * zero;
+    value.w += zero * zero;
+  };
   const auto merge_heads = [&](int h_begin, int h_end, auto&& sink) {
     constexpr int kHeadsPerWarp = 8;
     constexpr int kSplitsAtOnce = kMergeLoadsAtOnce ? 8 : 4;
@@ -851,10 +863,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
     // v3: a thread's first kSplitsAtOnce values are in flight with the statistics (one L2 round trip, not two);
     // the same loads and arithmetic, so the same bits. v36 (kMergeLoadsAtOnce): always, and eight splits at once, so
-    // that a head of up to eight splits is merged after one round trip instead of 1 + ceil(splits / 4). (Eight a
-    // group pads the sums with zero products where four pads none, at 4 or 12 splits. value + 0 * 0 is value except
-    // for a -0 sum, which it makes +0; a sum from +0 is -0 only where every product underflows to zero, negative:
-    // that case alone may differ from v34 in the bf16 zero's sign.)
+    // that a head of up to eight splits is merged after one round trip instead of 1 + ceil(splits / 4). It adds no
+    // zero products in the loop and pads once after it where four a group pads (pad_as_four_a_group): the same bits.
     const bool early_loads = kMergeLoadsAtOnce || (steps & 4);
     const int first_quad = h_begin * kHeadDim / 4 + int(threadIdx.x);
     float4 early[kSplitsAtOnce];
@@ -889,6 +899,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < kSplitsAtOnce; ++j) {
+          if (kMergeLoadsAtOnce && s0 + j >= splits) break;  // (v36 pads below, as four splits a group would)
           const float wj = s0 + j < splits ? w[s0 + j] : 0.0f;
           value.x += v[j].x * wj;
           value.y += v[j].y * wj;
@@ -896,6 +907,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           value.w += v[j].w * wj;
         }
       }
+      if (kMergeLoadsAtOnce) pad_as_four_a_group(value);
       const float total = w[kMaxSplits];
       sink(quad, __floats2bfloat162_rn(value.x / total, value.y / total),
            __floats2bfloat162_rn(value.z / total, value.w / total));
@@ -903,9 +915,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // v37 (kClusterMerge): merge_heads for kv head kv_head from the shared memory of its cluster's first `splits` CTAs
   // (rank s: split s's partial, (group, kHeadDim) floats, then its maxima and sums, at l.partial), each group of 4
-  // outputs handed to sink(quad, lo, hi). The same weights and the same sums in the same order as merge_heads: the
-  // same bits, but for merge_heads' zero padding (splits % 4 != 0), which merge_head_tagged repeats and this does not:
-  // a -0 sum (every product underflowing to zero, negative) stays -0 here. A thread's values of every split are in
+  // outputs handed to sink(quad, lo, hi). The same weights and the same sums in the same order as merge_heads, and
+  // its zero padding (pad_as_four_a_group): the same bits. A thread's values of every split are in
   // flight with the statistics, over distributed shared memory (the GPC's SM-to-SM network), not L2. PRECOND: every
   // thread calls it, after a cluster wait that follows every split's arrival; group <= kWarps; group * kHeadDim <=
   // 4 * kThreads; splits <= kClusterCtas.
@@ -940,6 +951,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       value.z += v[s].z * w[s];
       value.w += v[s].w * w[s];
     }
+    pad_as_four_a_group(value);
     const float total = w[kMaxSplits];
     sink(kv_head * group * kHeadDim / 4 + quad, __floats2bfloat162_rn(value.x / total, value.y / total),
          __floats2bfloat162_rn(value.z / total, value.w / total));
@@ -1033,13 +1045,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           value.w += x.w * wj;
         }
       }
-      if (splits % 4 != 0) {  // (merge_heads' padding: value + 0 * 0, which turns a -0 sum into +0)
-        const float zero = 0.0f;
-        value.x += zero * zero;
-        value.y += zero * zero;
-        value.z += zero * zero;
-        value.w += zero * zero;
-      }
+      pad_as_four_a_group(value);
       const float total = w[kMaxSplits];
       sink(h_begin * kHeadDim / 4 + quad, __floats2bfloat162_rn(value.x / total, value.y / total),
            __floats2bfloat162_rn(value.z / total, value.w / total));
