@@ -152,6 +152,8 @@ void launch_qkv_attention_o_v35(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v35_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v36(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v36_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v40(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v40_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -553,6 +555,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v39_qkv_attention_o_cluster_rows", "v38 whose o loop deals a CTA's rows round-robin over its warps in one "
                                            "batch (v30's loop, no hand-off) (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v39, qkv_attention_o_v39_supports},
+      {"v40_qkv_attention_o_merge_at_once_short", "v36 where every position takes at most eight splits (1536 keys), "
+                                                  "v34 past them (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v40, qkv_attention_o_v40_supports},
   };
   return v;
 }

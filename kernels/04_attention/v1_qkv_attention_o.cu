@@ -2419,6 +2419,22 @@ void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_scaled_early<0, false, 0, false, false, 3>(a, stream);
 }
 
+// v40_qkv_attention_o_merge_at_once_short: v36 where every position of the launch takes at most eight splits (up
+// to kClusterCtas splits of kScaledSplitsMaxKeys keys: 1536), v34 past them. Why: measured on one H100 (ITERATIONS.md
+// session 36), v36 against v34 is 1.0006x / 1.0032x / 1.0024x at prompts 128 / 512 / 1024, then 0.998x / 0.994x /
+// 0.989x at 2048 / 4096 / 8192; with every kernel loaded at start (CUDA_MODULE_LOADING=EAGER, one code placement
+// for both) 1.000x at 2048 and 0.993x / 0.994x at 4096 / 8192. Traced at 8192, v36's o phase after the merge takes
+// 6.0 us where v34's takes 4.5: the eight-split merge's ~280 more instructions change the register allocation of
+// the whole kernel (neither spills; the SASS differs throughout), and its o loop is the slower for it. Up to eight
+// splits the single round trip is worth more. The same bits as v34 and v36. Refuses what v34 refuses.
+bool qkv_attention_o_v40_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v40(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
+    return launch_qkv_attention_o_v34(a, stream);
+  launch_qkv_attention_o_v36(a, stream);
+}
+
 // v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head
 // c's splits (kChainSync 4 above): a split leaves its partial in its own shared memory and arrives on the cluster
 // barrier, and the head's first split waits on it and merges the head from the cluster's shared memory, then counts

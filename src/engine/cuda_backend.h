@@ -95,9 +95,10 @@ struct EngineOptions {
   // counts instead of every thread's __threadfence; the same bits): 1.009x-1.010x of v25 at prompts 128-8192 on an
   // H100, the merging split 1.0 us shorter (session 34; not yet measured on an H200). v36 (v34 whose head merge
   // loads up to eight splits' values with their statistics: one L2 round trip; the same bits): 1.0006x / 1.0019x /
-  // 1.0029x of v34 at prompts 128 / 512 / 1024 on one H100 lease (session 35; not measured past 1024 or on an
-  // H200). The cluster merges (v37-v39) were not faster.
-  std::string decode_attention_o = "v36_qkv_attention_o_merge_at_once";
+  // 1.0029x of v34 at prompts 128 / 512 / 1024 on one H100 lease (session 35), but 0.998x / 0.994x / 0.989x at
+  // 2048 / 4096 / 8192 (session 36). v40 (v36 up to eight splits, 1536 keys; v34 past them) keeps v36's gain and
+  // v34's long contexts. Neither measured on an H200. The cluster merges (v37-v39) were not faster.
+  std::string decode_attention_o = "v40_qkv_attention_o_merge_at_once_short";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).
