@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 5's H200 numbers for the current defaults in one device call on prebuilt binaries, only on an H200 (on any
+# other card it prints the card and exits 0 at once, so a lease that came back on an H100 costs only its start):
+# measure_peaks; the kernel tests of qkv_attention_o v34 and v40 (the default since session 36) and the engine tests
+# of their bits and of the transformers goldens; the default against v34 and v25 at prompts 128 / 512 / 1024 over
+# three interleaved rounds and at 8192 once; the default at batch 2 / 4 / 8 (prompt 128); then the QKV GEMV's row
+# ramp (norm_gemv v26, 450 per mille by default, tuned on an H100 in session 32) at 0 / 300 / 600 against the
+# default at prompts 128 and 1024, two rounds. The last H200 measurement was session 26's (88.12% at prompt 128).
+#
+# Usage: scripts/gpu-h200-default.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests,
+#        qwen3_engine_tests, measure_peaks; BUDGET=300 s of benches; writes $OUT, else build/gpu-h200-default).
+#        Prints each tag's step times in ms, its best and the default's best over it (> 1: faster), then the best
+#        step of each tag as % of the read peak. CUDA_MODULE_LOADING=EAGER in the environment loads every kernel at
+#        each run's start, one code placement for every version (ITERATIONS.md session 36).
+set -u
+cd "$(dirname "$0")/.." || exit 2
+BIN=${1:-build/h200/bin}
+OUT_DIR=${OUT:-build/gpu-h200-default}
+BUDGET=${BUDGET:-300}
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+echo "$GPU"
+case "$GPU" in
+  *H200*) ;;
+  *) echo "not an H200: nothing run"; exit 0 ;;
+esac
+mkdir -p "$OUT_DIR"
+RESULTS=$OUT_DIR/h200-default.jsonl
+: > "$RESULTS"
+# shellcheck source=scripts/gpu-bench-lib.sh
+source scripts/gpu-bench-lib.sh
+PEAK=$(measure_read_peak)
+echo "read peak: $PEAK GB/s"
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v34_,v40_ "$OUT_DIR/kernel-tests.txt" "versions \]"
+run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*:Golden/EngineGolden.*' "" "$OUT_DIR/engine-tests.txt"
+COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
+START=$(date +%s)
+for _ in 1 2 3; do
+  for prompt in 128 512 1024; do
+    bench v40 "$prompt"
+    bench v34 "$prompt" --attention-o v34_qkv_attention_o_release_counts
+    bench v25 "$prompt" --attention-o v25_qkv_attention_o_scaled_early
+  done
+done
+bench v40 8192
+bench v34 8192 --attention-o v34_qkv_attention_o_release_counts
+for batch in 2 4 8; do
+  bench "v40_batch$batch" 128 --batch "$batch"
+done
+for _ in 1 2; do
+  for prompt in 128 1024; do
+    bench v40 "$prompt"
+    for ramp in 0 300 600; do bench "ramp$ramp" "$prompt" --qkv-row-ramp-permille "$ramp"; done
+  done
+done
+step_table v40
+python3 - "$RESULTS" << 'PY'
+import json, sys
+best = {}
+for line in open(sys.argv[1]):
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    key = (j["prompt_len"], j["tag"])
+    if key not in best or j["decode_ms_per_tok"] < best[key]["decode_ms_per_tok"]:
+        best[key] = j
+for (prompt, tag), j in sorted(best.items()):
+    print(f"{prompt:5d} {tag:16s} {j['decode_ms_per_tok']:.4f} ms  {j['decode_tok_s']:7.1f} tok/s"
+          f"  {j['pct_of_peak']:.2f}% of {j['peak_GB_s']:.0f} GB/s")
+PY
+exit 0
