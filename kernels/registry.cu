@@ -543,7 +543,8 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                            "the splits' side (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v35, qkv_attention_o_v35_supports},
       {"v36_qkv_attention_o_merge_at_once", "v34 whose head merge loads up to eight splits' values with their "
-                                            "statistics: one L2 round trip (v1_qkv_attention_o.cu)",
+                                            "statistics: one L2 round trip; slower past 1536 keys "
+                                            "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v36, qkv_attention_o_v36_supports},
       {"v37_qkv_attention_o_cluster_merge", "v34 in thread-block clusters of 8 CTAs, one a kv head's splits, "
                                             "whose first split merges the head from the cluster's shared memory: "

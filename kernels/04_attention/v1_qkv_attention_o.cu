@@ -2412,7 +2412,8 @@ void launch_qkv_attention_o_v35(const QkvAttentionOArgs& a, cudaStream_t stream)
 // up to eight splits, where v25 and v34 take one for the statistics and one for each four splits' values after them
 // (three at six splits, prompt 128's). The same arithmetic: v25's bits. Why: traced on an H100 (ITERATIONS.md
 // session 34), v34's merging split takes 2.9 us from its attention's end to its head counted, mostly L2 round trips
-// one after another; v35's tagged words showed that cheaper ordering does not shorten it. Refuses what v34 refuses.
+// one after another; v35's tagged words showed that cheaper ordering does not shorten it. Measured slower than v34
+// past 1536 keys (session 36: its o loop, not its merge; v40 below). Refuses what v34 refuses.
 bool qkv_attention_o_v36_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
 
 void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream) {
