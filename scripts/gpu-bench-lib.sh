@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Shared by the one-call device measurements (scripts/gpu-beside.sh, gpu-v32.sh, gpu-h200-v32.sh, gpu-handoff.sh,
-# gpu-qkv-ramp.sh, gpu-chain-sync.sh):
+# gpu-qkv-ramp.sh, gpu-chain-sync.sh, gpu-h200-default.sh):
 # source it after setting BIN (the binaries), OUT_DIR, RESULTS (a JSON-lines file), BUDGET (seconds of benches),
 # START (date +%s) and COMMON (the `qwen3 bench` flags every run shares); measure_read_peak needs only BIN and OUT_DIR.
 
@@ -11,6 +11,25 @@ measure_read_peak() {
   tail -4 "$OUT_DIR/peaks.txt" >&2
   python3 -c 'import glob, json, sys; f = sorted(glob.glob(sys.argv[1] + "/peaks-*.json"));
 print(round(json.load(open(f[-1]))["read_GB_s"]) if f else 4530)' "$OUT_DIR" 2>/dev/null || echo 4530
+}
+
+# h200_start RESULTS_NAME: the start of an H200-only script (gpu-h200-v32.sh, gpu-h200-default.sh): prints the card
+# and, on any other card, exits the script at once with status 0 (unless ANY_GPU=1), so that a lease that came back on
+# an H100 costs only its start; then makes $OUT_DIR, empties RESULTS=$OUT_DIR/RESULTS_NAME and sets PEAK to the
+# measured read bandwidth (measure_read_peak).
+h200_start() {
+  local gpu
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  echo "$gpu"
+  if [[ $gpu != *H200* && ${ANY_GPU:-0} != 1 ]]; then
+    echo "not an H200: nothing run"
+    exit 0
+  fi
+  mkdir -p "$OUT_DIR"
+  RESULTS=$OUT_DIR/$1
+  : > "$RESULTS"
+  PEAK=$(measure_read_peak)
+  echo "read peak: $PEAK GB/s"
 }
 
 # run_tests BINARY FILTER VERSIONS OUT_FILE [GREP]: one gtest binary under --gtest_filter=FILTER (and, where VERSIONS

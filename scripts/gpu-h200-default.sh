@@ -18,19 +18,9 @@ cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
 OUT_DIR=${OUT:-build/gpu-h200-default}
 BUDGET=${BUDGET:-300}
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "$GPU"
-case "$GPU" in
-  *H200*) ;;
-  *) if [[ ${ANY_GPU:-0} != 1 ]]; then echo "not an H200: nothing run"; exit 0; fi ;;
-esac
-mkdir -p "$OUT_DIR"
-RESULTS=$OUT_DIR/h200-default.jsonl
-: > "$RESULTS"
 # shellcheck source=scripts/gpu-bench-lib.sh
 source scripts/gpu-bench-lib.sh
-PEAK=$(measure_read_peak)
-echo "read peak: $PEAK GB/s"
+h200_start h200-default.jsonl
 run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v34_,v40_ "$OUT_DIR/kernel-tests.txt" "versions \]"
 run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*:Golden/EngineGolden.*' "" "$OUT_DIR/engine-tests.txt"
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)

@@ -14,19 +14,9 @@ cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
 OUT_DIR=${OUT:-build/gpu-h200-v32}
 BUDGET=${BUDGET:-240}
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "$GPU"
-case "$GPU" in
-  *H200*) ;;
-  *) echo "not an H200: nothing run"; exit 0 ;;
-esac
-mkdir -p "$OUT_DIR"
-RESULTS=$OUT_DIR/v32-h200.jsonl
-: > "$RESULTS"
 # shellcheck source=scripts/gpu-bench-lib.sh
 source scripts/gpu-bench-lib.sh
-PEAK=$(measure_read_peak)
-echo "read peak: $PEAK GB/s"
+h200_start v32-h200.jsonl
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 START=$(date +%s)
 v32_against_v25 128 512 1024 2048
