@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -546,6 +547,11 @@ void register_bench(CLI::App& app) {
     j["launches_per_step"] = engine->launches_per_decode_step();
     j["cuda_graph"] = options.cuda_graph;
     j["pdl"] = options.pdl;
+    // How the driver loaded the kernels (CUDA_MODULE_LOADING; lazily, at first launch, unless set): it decides where
+    // their code lands, which moved a step by up to 0.44% between two load orders of the same kernels (ITERATIONS.md
+    // session 36), so a result records it.
+    const char* module_loading = std::getenv("CUDA_MODULE_LOADING");
+    j["module_loading"] = module_loading != nullptr && *module_loading != '\0' ? module_loading : "default (lazy)";
     if (options.smem_carveout >= 0) j["smem_carveout"] = options.smem_carveout;
     j["fused_swiglu"] = options.fused_swiglu;
     j["fold_norms"] = options.fold_norms;
