@@ -2420,6 +2420,16 @@ void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_scaled_early<0, false, 0, false, false, 3>(a, stream);
 }
 
+namespace {
+
+// Whether every position of the launch takes at most eight splits (kClusterCtas splits of kScaledSplitsMaxKeys keys:
+// up to 1536 keys), where v37-v39 run their cluster merge and v40 runs v36.
+bool at_most_eight_splits(const QkvAttentionOArgs& a) {
+  return a.attention.max_position + 1 <= int64_t(kClusterCtas) * kScaledSplitsMaxKeys;
+}
+
+}  // namespace
+
 // v40_qkv_attention_o_merge_at_once_short: v36 where every position of the launch takes at most eight splits (up
 // to kClusterCtas splits of kScaledSplitsMaxKeys keys: 1536), v34 past them. Why: measured on one H100 (ITERATIONS.md
 // session 36), v36 against v34 is 1.0006x / 1.0032x / 1.0024x at prompts 128 / 512 / 1024, then 0.998x / 0.994x /
@@ -2431,8 +2441,7 @@ void launch_qkv_attention_o_v36(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v40_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
 
 void launch_qkv_attention_o_v40(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
-    return launch_qkv_attention_o_v34(a, stream);
+  if (!at_most_eight_splits(a)) return launch_qkv_attention_o_v34(a, stream);
   launch_qkv_attention_o_v36(a, stream);
 }
 
@@ -2459,8 +2468,7 @@ namespace {
 // within kClusterCtas splits of kScaledSplitsMaxKeys keys; v34 past them.
 template <bool kTriggerLate, int kHandOffMode>
 void launch_cluster_merge(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  if (a.attention.max_position + 1 > int64_t(kClusterCtas) * kScaledSplitsMaxKeys)
-    return launch_qkv_attention_o_v34(a, stream);
+  if (!at_most_eight_splits(a)) return launch_qkv_attention_o_v34(a, stream);
   launch_scaled_early<0, false, kHandOffMode, kTriggerLate, false, 4>(a, stream);
 }
 
