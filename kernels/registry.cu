@@ -154,6 +154,8 @@ void launch_qkv_attention_o_v36(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v36_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v40(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v40_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v41(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v41_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -559,6 +561,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
       {"v40_qkv_attention_o_merge_at_once_short", "v36 where every position takes at most eight splits (1536 keys), "
                                                   "v34 past them (v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v40, qkv_attention_o_v40_supports},
+      {"v41_qkv_attention_o_cluster_heads", "every cluster of 8 CTAs attends every kv head (one a CTA) and sums its "
+                                            "o rows' heads in distributed shared memory: no L2 round trip between "
+                                            "CTAs; v40 past 1024 keys (v41_qkv_attention_o_cluster_heads.cu)",
+       launch_qkv_attention_o_v41, qkv_attention_o_v41_supports},
   };
   return v;
 }

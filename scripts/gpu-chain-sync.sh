@@ -3,8 +3,9 @@
 # prebuilt binaries: v25 (every thread's __threadfence), v34 (one thread's release / acquire on the counts, the
 # default since session 34), v35 (tagged words: no fence, no count on the splits' side), v36 (v34 whose merge
 # loads its values with its statistics), v37 (a kv head's splits in one cluster, merged from its shared memory),
-# v38 (v37 triggering the next launch late), v39 (v38 with its o rows in one round) and v40 (v36 up to 1536 keys,
-# v34 past them); TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these
+# v38 (v37 triggering the next launch late), v39 (v38 with its o rows in one round), v40 (v36 up to 1536 keys,
+# v34 past them) and v41 (every cluster of 8 CTAs attends every kv head; v41s: at 227 KB a CTA, v41n: no unstaged
+# o row into L2, v41k: up to 2048 keys, v41r: a K/V ring of 8 tiles); TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these
 # (GpuTest.QkvAttentionO*) and the engine test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in
 # BIN_DIR); then interleaved benches (prompt 128: three rounds; 512, 1024 and 2048: two; 8192 once); then one traced
 # step of each at prompt 128 with the merge's time per kv head (bench/attention_o_trace.py --by-split;
@@ -15,7 +16,7 @@
 #        rounds, the others two); LONG=0 skips 8192; TRACE=0 skips the traces; ENGINE_TESTS: the engine tests'
 #        gtest filter (default EngineAttentionO.*); measure_peaks on an H200 only; writes $OUT, else
 #        build/gpu-chain-sync).
-#        Prints each tag's step times in ms, its best, and v34's best over it (> 1: faster) last.
+#        Prints each tag's step times in ms, its best, and BASE's best over it (> 1: faster) last (BASE default v34).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
@@ -41,22 +42,36 @@ COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attention_o_release_counts
   [v35]=v35_qkv_attention_o_tagged_merge [v36]=v36_qkv_attention_o_merge_at_once
   [v37]=v37_qkv_attention_o_cluster_merge [v38]=v38_qkv_attention_o_cluster_trigger_late
-  [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short)
+  [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short
+  [v41]=v41_qkv_attention_o_cluster_heads [v41s]=v41_qkv_attention_o_cluster_heads
+  [v41n]=v41_qkv_attention_o_cluster_heads [v41k]=v41_qkv_attention_o_cluster_heads
+  [v41r]=v41_qkv_attention_o_cluster_heads)
+# Tags that are a version with tuning flags.
+declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
+  [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8")
+# bench_tag TAG PROMPT [FLAGS...]: bench with the tag's version and its tuning flags.
+bench_tag() {
+  local tag=$1 prompt=$2 extra=()
+  shift 2
+  read -r -a extra <<< "${FLAGS[$tag]:-}"
+  bench "$tag" "$prompt" --attention-o "${VERSION[$tag]}" "${extra[@]}" "$@"
+}
 START=$(date +%s)
 read -r -a PROMPT_LENS <<< "${PROMPTS:-128 512 1024 2048}"
 for round in 1 2 3; do
   for prompt in "${PROMPT_LENS[@]}"; do
     ((round == 3 && prompt != 128)) && continue
-    for tag in "${TAGS[@]}"; do bench "$tag" "$prompt" --attention-o "${VERSION[$tag]}"; done
+    for tag in "${TAGS[@]}"; do bench_tag "$tag" "$prompt"; done
   done
 done
 if [[ ${LONG:-1} == 1 ]]; then
-  for tag in "${TAGS[@]}"; do bench "$tag" 8192 --attention-o "${VERSION[$tag]}"; done
+  for tag in "${TAGS[@]}"; do bench_tag "$tag" 8192; done
 fi
 # One traced step of each at prompt 128 (TRACE=0: none).
 for tag in "${TAGS[@]}"; do
   [[ ${TRACE:-1} == 1 ]] || break
-  trace_step "$tag" --attention-o "${VERSION[$tag]}"
+  read -r -a extra <<< "${FLAGS[$tag]:-}"
+  trace_step "$tag" --attention-o "${VERSION[$tag]}" "${extra[@]}"
   {
     echo "== $tag: attention launch by split"
     python3 bench/attention_o_trace.py --by-split "$OUT_DIR/traces/attn_$tag.json" | tail -4
@@ -65,5 +80,5 @@ done
 [[ -d $OUT_DIR/traces ]] && pack_traces
 grep -h -e "with a split" -e without -e "last split" -e merged -e "head merges" -e "merging split" -e "layer period" \
   -e "==" "$OUT_DIR/timelines.txt"
-step_table v34
+step_table "${BASE:-v34}"
 exit 0

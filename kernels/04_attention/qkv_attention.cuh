@@ -58,11 +58,13 @@ __device__ __forceinline__ KeyRange key_range(int32_t position, int split, int s
 // QK-norm + RoPE, a warp a head: warps [0, group) the group's q heads of kv_head into q_s (group, kHeadDim); with
 // `owner`, one more the new key into new_kv[0, kHeadDim) and its cache row, one the new value (copied as is) into
 // new_kv[kHeadDim, 2 kHeadDim) and its cache row. T: float or bf16, what the caller keeps in shared memory (the
-// values are bf16 either way). PRECOND: blockDim.x == kWarps * 32; head_dim == kHeadDim (64 or 128).
+// values are bf16 either way). store_in_cache false: the owner's new rows go to new_kv only (qkv_attention_o v41:
+// every cluster computes the new key, one stores it). PRECOND: blockDim.x == kWarps * 32; head_dim == kHeadDim (64
+// or 128).
 template <int kHeadDim, int kWarps, class T>
 __device__ __forceinline__ void prepare_q_and_new_kv(const QkNormRopeCacheArgs& p, int token, int kv_head,
                                                      int group, int32_t position, int64_t slot, bool owner, T* q_s,
-                                                     T* new_kv) {
+                                                     T* new_kv, bool store_in_cache = true) {
   constexpr int kPerLane = kHeadDim / 64, kHalf = kHeadDim / 2;
   const auto held = [](bf16 v) {
     if constexpr (std::is_same_v<T, float>) {
@@ -89,7 +91,7 @@ __device__ __forceinline__ void prepare_q_and_new_kv(const QkNormRopeCacheArgs& 
         const bf16 lo_b = __float2bfloat16_rn(lo[e]), hi_b = __float2bfloat16_rn(hi[e]);
         dst[i] = held(lo_b);
         dst[i + kHalf] = held(hi_b);
-        if (!is_q) {
+        if (!is_q && store_in_cache) {
           p.k_cache[new_row + i] = lo_b;
           p.k_cache[new_row + i + kHalf] = hi_b;
         }
@@ -97,7 +99,7 @@ __device__ __forceinline__ void prepare_q_and_new_kv(const QkNormRopeCacheArgs& 
     } else {
       const bf16* src = qkv_row + (p.q_heads + p.kv_heads + kv_head) * kHeadDim;
       for (int i = lane; i < kHeadDim; i += kWarpSize) {
-        p.v_cache[new_row + i] = src[i];
+        if (store_in_cache) p.v_cache[new_row + i] = src[i];
         new_kv[kHeadDim + i] = held(src[i]);
       }
     }

@@ -431,8 +431,9 @@ TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
     // v37-v39 merge the same bits inside each launch, but their 120 CTAs leave the next norm its partial sums
     // of squares over other rows (35 a CTA, not 32), which that norm adds in another order: the same tokens, not
     // the same logits bits.
+    // v41 sums a row's columns by head, so its residual is not v25's bit for bit either (at 4096 it runs v40).
     for (const char* version : {"v37_qkv_attention_o_cluster_merge", "v38_qkv_attention_o_cluster_trigger_late",
-                                "v39_qkv_attention_o_cluster_rows"})
+                                "v39_qkv_attention_o_cluster_rows", "v41_qkv_attention_o_cluster_heads"})
       EXPECT_EQ(run(version).first, v25.first) << version << ", context " << context;
   }
 }

@@ -1687,6 +1687,35 @@ TEST_F(GpuTest, QkvAttentionOMlpWarm) {
   }
 }
 
+// v41 under its tuning (QkvAttentionOArgs::keys_per_split as the most keys it attends before v40 takes the launch,
+// l2_prefetch_rows, ring_stages, chain_steps bit 1, smem_bytes; QkvAttentionODecode runs its defaults): a bound of
+// 2048 keys (ctx=2000 in one CTA a head) and of 128 (every case to v40), no unstaged row into L2 and five of them,
+// no K/V into L2, rings of 2 and 8 tiles, and 80 KB a CTA (at 129 keys about no staged row, every row read from
+// global memory; the longer contexts do not fit and go to v40).
+TEST_F(GpuTest, QkvAttentionOClusterHeadsTuning) {
+  auto plain = runner_of(kernels::qkv_attention_versions(), "v12_qkv_attention_warp_merge");
+  auto runner = runner_of(kernels::qkv_attention_o_versions(), "v41_qkv_attention_o_cluster_heads");
+  struct Tuning {
+    int32_t max_keys, l2_rows, stages, chain_steps, smem_kb;
+  };
+  for (const Tuning& t : {Tuning{2048, -1, 0, -1, 0}, Tuning{128, -1, 0, -1, 0}, Tuning{0, 0, 0, -1, 0},
+                          Tuning{0, 5, 0, 0, 0}, Tuning{0, -1, 2, -1, 0}, Tuning{0, -1, 8, 0, 0},
+                          Tuning{0, -1, 0, -1, 80}}) {
+    const std::string tuning = " cluster heads " + str(t.max_keys) + "/" + str(t.l2_rows) + "/" + str(t.stages) +
+                               "/" + str(t.chain_steps) + "/" + str(t.smem_kb);
+    const auto tune = [t](kernels::QkvAttentionOArgs& a) {
+      a.keys_per_split = t.max_keys;
+      a.l2_prefetch_rows = t.l2_rows;
+      a.ring_stages = t.stages;
+      a.chain_steps = t.chain_steps;
+      if (t.smem_kb > 0) a.smem_bytes = t.smem_kb * 1024;
+    };
+    run_o_tuning_cases(plain, runner, tuning, tune);
+    run_qkv_attention_case(plain, {"ctx=2000" + tuning, kQHeads, kKvHeads, kHeadDim, {1999}, {}, 1, 2100}, &runner,
+                           kHidden, 0, 0, -1, 0, 0, 0, 0, 0, tune);
+  }
+}
+
 // v31's hand-off under its tuning (QkvAttentionOArgs::handoff_rows; QkvAttentionODecode runs its default, all):
 // none (every CTA its own rows), one row a split CTA, part of them, more than it has (all), and with the first pass
 // in the split CTAs too (warm code 2), which take over no rows, on their unstaged rows or (130) on staged rows in
