@@ -263,14 +263,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     sq = updated * updated;
   }
   cluster_arrive_relaxed();  // this CTA is done reading the others' o_part
-  __shared__ float warp_sq[kWarps];
-  sq = warp_sum(sq);
-  if (lane == 0) warp_sq[warp] = sq;
-  __syncthreads();
+  __shared__ float sum_scratch[kWarpSize];
+  const float total = block_sum(sq, sum_scratch);
   if (threadIdx.x == 0) {
-    float total = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) total += warp_sq[w];
     a.norm_partials[blockIdx.x] = total;
     // (the next norm reads partial_count partials; the grid may be smaller)
     for (int i = int(gridDim.x) + int(blockIdx.x); i < partial_count; i += int(gridDim.x)) a.norm_partials[i] = 0.0f;
