@@ -34,6 +34,11 @@
 //     alive until every CTA of the cluster has read it.
 // The sums over a row's columns are grouped by head, so the residual is not v34's bit for bit (the attention output
 // is, at a context that v34 gives one split; at more, v34's merge weighs the splits).
+// Measured (ITERATIONS.md session 37, one H100): 0.954x of v40 at prompt 128 and 0.920x at 512 (0.967x / 0.930x
+// without the L2 prefetch of the unstaged rows). Traced: a CTA's attention over a head's 129-384 keys takes 11-14 us
+// from its wait (v40's splits of at most 64 keys 7.7 us), its tiles' loads queued behind its own w_o traffic, and its
+// o phase 8-9.5 us (v40 2.9) for the unstaged rows it reads after the attention; the cluster sum itself is 0.1-0.2
+// us. Not the default.
 // PRECOND (supports): v40's. Where it does not take a launch (kv_heads > 8, fewer than kMinClusters clusters resident,
 // a longer context than its bound), v40 does.
 
