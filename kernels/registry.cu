@@ -156,6 +156,8 @@ void launch_qkv_attention_o_v40(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v40_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v41(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v41_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v42(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v42_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -566,6 +568,9 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                             "CTAs; v40 past 1024 keys; 0.95x of v40 "
                                             "(v41_qkv_attention_o_cluster_heads.cu)",
        launch_qkv_attention_o_v41, qkv_attention_o_v41_supports},
+      {"v42_qkv_attention_o_trigger_late_short", "v40 whose CTAs let the next launch start once every split is "
+                                                 "in (v32's trigger) (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v42, qkv_attention_o_v42_supports},
   };
   return v;
 }

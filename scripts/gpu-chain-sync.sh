@@ -4,8 +4,9 @@
 # default since session 34), v35 (tagged words: no fence, no count on the splits' side), v36 (v34 whose merge
 # loads its values with its statistics), v37 (a kv head's splits in one cluster, merged from its shared memory),
 # v38 (v37 triggering the next launch late), v39 (v38 with its o rows in one round), v40 (v36 up to 1536 keys,
-# v34 past them) and v41 (every cluster of 8 CTAs attends every kv head; v41s: at 227 KB a CTA, v41n: no unstaged
-# o row into L2, v41k: up to 2048 keys, v41r: a K/V ring of 8 tiles); TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these
+# v34 past them), v41 (every cluster of 8 CTAs attends every kv head; v41s: at 227 KB a CTA, v41n: no unstaged
+# o row into L2, v41k: up to 2048 keys, v41r: a K/V ring of 8 tiles) and v42 (v40 with v32's late trigger); TAGS
+# picks them (default v25 v34 v35 v36). First the kernel tests of these
 # (GpuTest.QkvAttentionO*) and the engine test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in
 # BIN_DIR); then interleaved benches (prompt 128: three rounds; 512, 1024 and 2048: two; 8192 once); then one traced
 # step of each at prompt 128 with the merge's time per kv head (bench/attention_o_trace.py --by-split;
@@ -45,7 +46,7 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
   [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short
   [v41]=v41_qkv_attention_o_cluster_heads [v41s]=v41_qkv_attention_o_cluster_heads
   [v41n]=v41_qkv_attention_o_cluster_heads [v41k]=v41_qkv_attention_o_cluster_heads
-  [v41r]=v41_qkv_attention_o_cluster_heads)
+  [v41r]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short)
 # Tags that are a version with tuning flags.
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
   [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8")

@@ -2445,6 +2445,19 @@ void launch_qkv_attention_o_v40(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_qkv_attention_o_v36(a, stream);
 }
 
+// v42_qkv_attention_o_trigger_late_short: v40 whose CTAs let the next launch start once every split is in, not at
+// their start (v32's trigger, kTriggerLate above, on v36's kernel up to 1536 keys and v34's past them). The same
+// arithmetic as v40: v34's bits. Why: v32's late trigger was the one gain measured on an H200 in session 26 (1.0034x
+// of v25 at prompt 128: the next MLP's CTAs on the 4 SMs the attention leaves free no longer fill their rings during
+// the chain), and within noise on H100s (0.9998x / 0.9988x at 128 / 1024); it was never measured on top of v34's
+// release / acquire chain, nor on an H200 past prompt 128. Refuses what v34 refuses.
+bool qkv_attention_o_v42_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v42(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1>(a, stream);
+  launch_scaled_early<0, false, 0, true, false, 3>(a, stream);
+}
+
 // v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head
 // c's splits (kChainSync 4 above): a split leaves its partial in its own shared memory and arrives on the cluster
 // barrier, and the head's first split waits on it and merges the head from the cluster's shared memory, then counts
