@@ -2450,7 +2450,9 @@ void launch_qkv_attention_o_v40(const QkvAttentionOArgs& a, cudaStream_t stream)
 // arithmetic as v40: v34's bits. Why: v32's late trigger was the one gain measured on an H200 in session 26 (1.0034x
 // of v25 at prompt 128: the next MLP's CTAs on the 4 SMs the attention leaves free no longer fill their rings during
 // the chain), and within noise on H100s (0.9998x / 0.9988x at 128 / 1024); it was never measured on top of v34's
-// release / acquire chain, nor on an H200 past prompt 128. Refuses what v34 refuses.
+// release / acquire chain, nor on an H200 past prompt 128. Measured (ITERATIONS.md session 37, one H100): 1.0032x /
+// 1.0047x / 1.0047x / 1.0005x of v40 at prompts 128 / 512 / 1024 / 8192, 1.0011x / 1.0027x at 128 / 1024 with
+// every kernel loaded at start; the default since. Refuses what v34 refuses.
 bool qkv_attention_o_v42_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
 
 void launch_qkv_attention_o_v42(const QkvAttentionOArgs& a, cudaStream_t stream) {

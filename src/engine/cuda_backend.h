@@ -98,8 +98,11 @@ struct EngineOptions {
   // 1.0029x of v34 at prompts 128 / 512 / 1024 on one H100 lease (session 35), but 0.998x / 0.994x / 0.989x at
   // 2048 / 4096 / 8192 (session 36). v40 (v36 up to eight splits, 1536 keys; v34 past them) keeps v36's gain and
   // v34's long contexts. Neither measured on an H200. The cluster merges (v37-v39) were not faster; v41 (every
-  // cluster attends every kv head, no L2 round trip between CTAs) was 0.954x of v40 at 128 (session 37, H100).
-  std::string decode_attention_o = "v40_qkv_attention_o_merge_at_once_short";
+  // cluster attends every kv head, no L2 round trip between CTAs) was 0.954x of v40 at 128 (session 37, H100). v42
+  // (v40 whose CTAs let the next launch start once every split is in, v32's trigger; the same bits): 1.0032x /
+  // 1.0047x / 1.0047x / 1.0005x of v40 at prompts 128 / 512 / 1024 / 8192 on one H100, 1.0011x / 1.0027x at 128 /
+  // 1024 with every kernel loaded at start (session 37); v32's trigger was 1.0034x of v25 on an H200 (session 26).
+  std::string decode_attention_o = "v42_qkv_attention_o_trigger_late_short";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).
