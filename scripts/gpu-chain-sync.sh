@@ -50,12 +50,16 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
 # Tags that are a version with tuning flags.
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
   [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8")
-# bench_tag TAG PROMPT [FLAGS...]: bench with the tag's version and its tuning flags.
+# tag_args TAG: TAG_ARGS, the `qwen3 bench` flags of the tag (its version, then its tuning flags).
+tag_args() {
+  local extra=()
+  read -r -a extra <<< "${FLAGS[$1]:-}"
+  TAG_ARGS=(--attention-o "${VERSION[$1]}" "${extra[@]}")
+}
+# bench_tag TAG PROMPT: bench with the tag's flags.
 bench_tag() {
-  local tag=$1 prompt=$2 extra=()
-  shift 2
-  read -r -a extra <<< "${FLAGS[$tag]:-}"
-  bench "$tag" "$prompt" --attention-o "${VERSION[$tag]}" "${extra[@]}" "$@"
+  tag_args "$1"
+  bench "$1" "$2" "${TAG_ARGS[@]}"
 }
 START=$(date +%s)
 read -r -a PROMPT_LENS <<< "${PROMPTS:-128 512 1024 2048}"
@@ -71,8 +75,8 @@ fi
 # One traced step of each at prompt 128 (TRACE=0: none).
 for tag in "${TAGS[@]}"; do
   [[ ${TRACE:-1} == 1 ]] || break
-  read -r -a extra <<< "${FLAGS[$tag]:-}"
-  trace_step "$tag" --attention-o "${VERSION[$tag]}" "${extra[@]}"
+  tag_args "$tag"
+  trace_step "$tag" "${TAG_ARGS[@]}"
   {
     echo "== $tag: attention launch by split"
     python3 bench/attention_o_trace.py --by-split "$OUT_DIR/traces/attn_$tag.json" | tail -4

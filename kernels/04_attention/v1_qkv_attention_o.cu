@@ -54,8 +54,6 @@
 #include <atomic>
 #include <cfloat>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -1789,22 +1787,6 @@ Grid cluster_grid_for(int64_t hidden, int64_t kv_heads, int clusters, int64_t pa
   return {int(grid), int(rows)};
 }
 
-// How many clusters of kClusterCtas CTAs of `kernel` with `smem_bytes` of dynamic shared memory the GPU holds at once,
-// asked once per kernel and size (cudaOccupancyMaxActiveClusters; every CTA of the launch must be resident, as they
-// wait on each other).
-template <class Kernel>
-int resident_clusters(Kernel kernel, size_t smem_bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, size_t>, int> known;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), smem_bytes);
-  const auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  const int clusters = max_active_clusters(kernel, dim3(kClusterCtas), dim3(kThreads), smem_bytes, kClusterCtas);
-  known.emplace(key, clusters);
-  return clusters;
-}
-
 Layout layout_of(const QkvAttentionOArgs& a, const Plan& plan, int o_vecs, bool row_barriers = false,
                  int extra_dot_rows = 0) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
@@ -1838,8 +1820,8 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
     const int64_t partial_count = plan.grid.ctas;  // (plan_for's grid: the norm partials the next launch reads)
     Plan clustered = plan;
     const int64_t max_rows = kHandOff ? kWarps * kMaxRowsAWarp : a.hidden;  // (v39: a warp's rows in one batch)
-    clustered.grid =
-        cluster_grid_for(a.hidden, p.kv_heads, resident_clusters(kernel, plan.smem_budget), partial_count, max_rows);
+    const int resident = resident_clusters(kernel, dim3(kThreads), plan.smem_budget, kClusterCtas);
+    clustered.grid = cluster_grid_for(a.hidden, p.kv_heads, resident, partial_count, max_rows);
     if (clustered.grid.ctas == 0)
       return launch_stages<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead,
                            kLateRows, kTypedRows, kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging,

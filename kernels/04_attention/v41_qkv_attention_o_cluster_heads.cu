@@ -44,10 +44,6 @@
 
 #include <algorithm>
 #include <cfloat>
-#include <map>
-#include <mutex>
-#include <tuple>
-#include <utility>
 
 #include <cooperative_groups.h>
 
@@ -280,9 +276,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// The launch's shape: keys_cap (the most keys a CTA attends, a whole number of tiles), stages, the grid.
+// The launch's shape: keys_cap (the most keys a CTA attends, a whole number of tiles), stages, the grid, and the
+// norm partials the next launch reads (qkv_attention_o_partials).
 struct Plan {
-  int keys_cap, stages, clusters, rows_per_cluster, rows_per_cta;
+  int keys_cap, stages, clusters, rows_per_cluster, rows_per_cta, partial_count;
   size_t budget;
 };
 
@@ -298,27 +295,17 @@ Plan plan_for(const QkvAttentionOArgs& a) {
   return plan;
 }
 
+// The kernel, its dynamic shared-memory limit raised once to the most any launch asks for.
 template <int kHeadDim, int kStages>
-auto kernel_of() {
-  return qkv_attention_o_cluster_heads_kernel<kHeadDim, kStages>;
-}
-
-// How many clusters of cluster_ctas CTAs of `kernel` the GPU holds at once with smem_bytes each (asked once per
-// kernel, size and cluster).
-template <class Kernel>
-int resident_clusters(Kernel kernel, size_t smem_bytes, int cluster_ctas) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, size_t, int>, int> known;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), smem_bytes, cluster_ctas);
-  const auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(kMaxSmem - kStaticSmemSlack)));
-  const int clusters =
-      max_active_clusters(kernel, dim3(unsigned(cluster_ctas)), dim3(kThreads), smem_bytes, unsigned(cluster_ctas));
-  known.emplace(key, clusters);
-  return clusters;
+auto configured_kernel() {
+  constexpr auto kernel = qkv_attention_o_cluster_heads_kernel<kHeadDim, kStages>;
+  static const bool configured = [] {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(kMaxSmem - kStaticSmemSlack)));
+    return true;
+  }();
+  (void)configured;
+  return kernel;
 }
 
 // The grid and layout where this version takes the launch; false where v40 does (a longer context than max_keys, more
@@ -328,9 +315,10 @@ bool plan_grid(const QkvAttentionOArgs& a, Plan& plan, Layout& l) {
   const QkNormRopeCacheArgs& p = a.attention.prep;
   if (p.kv_heads > kMaxClusterCtas || plan.keys_cap > max_keys_of(a)) return false;
   const int heads = int(p.kv_heads), group = int(p.q_heads / p.kv_heads);
-  const int resident = resident_clusters(kernel_of<kHeadDim, kStages>(), plan.budget, heads);
-  const int64_t partial_count = qkv_attention_o_partials(a.hidden, p.kv_heads);
-  const int clusters = int(std::min<int64_t>(resident, partial_count / heads));
+  const int resident =
+      resident_clusters(configured_kernel<kHeadDim, kStages>(), dim3(kThreads), plan.budget, unsigned(heads));
+  plan.partial_count = int(qkv_attention_o_partials(a.hidden, p.kv_heads));
+  const int clusters = std::min(resident, plan.partial_count / heads);
   if (clusters < kMinClusters) return false;
   plan.clusters = clusters;
   plan.rows_per_cluster = int((a.hidden + clusters - 1) / clusters);
@@ -345,10 +333,9 @@ bool launch_stages(const QkvAttentionOArgs& a, Plan plan, cudaStream_t stream) {
   Layout l{};
   if (!plan_grid<kHeadDim, kStages>(a, plan, l)) return false;
   const int heads = int(a.attention.prep.kv_heads);
-  const int64_t partial_count = qkv_attention_o_partials(a.hidden, heads);
-  launch_clustered(kernel_of<kHeadDim, kStages>(), dim3(unsigned(plan.clusters * heads)), dim3(kThreads), l.bytes,
-                   stream, unsigned(heads), a, l, plan.keys_cap, plan.rows_per_cluster, plan.rows_per_cta,
-                   int(partial_count));
+  launch_clustered(configured_kernel<kHeadDim, kStages>(), dim3(unsigned(plan.clusters * heads)), dim3(kThreads),
+                   l.bytes, stream, unsigned(heads), a, l, plan.keys_cap, plan.rows_per_cluster, plan.rows_per_cta,
+                   plan.partial_count);
   CUDA_CHECK_LAUNCH();
   return true;
 }

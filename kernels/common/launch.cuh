@@ -10,6 +10,9 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "kernels/common/check.h"
@@ -126,6 +129,22 @@ int max_active_clusters(void (*kernel)(KernelParams...), dim3 grid, dim3 block, 
   const cudaLaunchConfig_t config = clustered_config(grid, block, smem_bytes, nullptr, cluster_x, false, attribute);
   int clusters = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  return clusters;
+}
+
+// max_active_clusters asked once per kernel, block, shared-memory size and cluster size, then remembered: the answer
+// does not change while the process runs. PRECOND: as max_active_clusters'.
+template <class... KernelParams>
+int resident_clusters(void (*kernel)(KernelParams...), dim3 block, size_t smem_bytes, unsigned cluster_x) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, unsigned, size_t, unsigned>, int> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), block.x * block.y * block.z, smem_bytes,
+                                   cluster_x);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  const int clusters = max_active_clusters(kernel, dim3(cluster_x), block, smem_bytes, cluster_x);
+  known.emplace(key, clusters);
   return clusters;
 }
 
