@@ -158,6 +158,8 @@ void launch_qkv_attention_o_v41(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v41_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v42(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v42_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v43(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v43_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -572,6 +574,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                                  "in (v32's trigger); the default, 1.003x-1.005x of v40 on an H100 "
                                                  "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v42, qkv_attention_o_v42_supports},
+      {"v43_qkv_attention_o_residual_in_prepare", "v42 whose split CTAs read their residual rows by their last warp "
+                                                  "in the attention's prepare step, not by warp 0 before it "
+                                                  "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v43, qkv_attention_o_v43_supports},
   };
   return v;
 }

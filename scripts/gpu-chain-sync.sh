@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# How qkv_attention_o's chain from the splits to the merged heads synchronizes, measured in one device call on
-# prebuilt binaries: v25 (every thread's __threadfence), v34 (one thread's release / acquire on the counts, the
-# default since session 34), v35 (tagged words: no fence, no count on the splits' side), v36 (v34 whose merge
-# loads its values with its statistics), v37 (a kv head's splits in one cluster, merged from its shared memory),
-# v38 (v37 triggering the next launch late), v39 (v38 with its o rows in one round), v40 (v36 up to 1536 keys,
-# v34 past them), v41 (every cluster of 8 CTAs attends every kv head; v41s: at 227 KB a CTA, v41n: no unstaged
-# o row into L2, v41k: up to 2048 keys, v41r: a K/V ring of 8 tiles) and v42 (v40 with v32's late trigger); TAGS
-# picks them (default v25 v34 v35 v36). First the kernel tests of these
-# (GpuTest.QkvAttentionO*) and the engine test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in
-# BIN_DIR); then interleaved benches (prompt 128: three rounds; 512, 1024 and 2048: two; 8192 once); then one traced
-# step of each at prompt 128 with the merge's time per kv head (bench/attention_o_trace.py --by-split;
-# bench/layer_timeline.py).
+# How qkv_attention_o's chain from the splits to the merged heads synchronizes, measured in one device call on prebuilt
+# binaries: v25 (every thread's __threadfence), v34 (one thread's release / acquire on the counts, the default since
+# session 34), v35 (tagged words: no fence, no count on the splits' side), v36 (v34 whose merge loads its values with
+# its statistics), v37 (a kv head's splits in one cluster, merged from its shared memory), v38 (v37 triggering the next
+# launch late), v39 (v38 with its o rows in one round), v40 (v36 up to 1536 keys, v34 past them), v41 (every cluster of
+# 8 CTAs attends every kv head; v41s: at 227 KB a CTA, v41n: no unstaged o row into L2, v41k: up to 2048 keys, v41r: a
+# K/V ring of 8 tiles) and v42 (v40 with v32's late trigger; v42t1 / v42t2: triggered once the heads are in shared
+# memory / once the o rows are done, v42s192 / v42s227: 192 / 227 KB of shared memory a CTA, more o rows staged, against
+# the default 160; v17's warm_code bits: v42w1 no first o pass in the CTAs without a split, v42w8 the split CTAs pull
+# their unstaged rows into L2 after their split, v42w16 the CTAs without a split pull the split CTAs' unstaged rows into
+# L2 after their first pass) and v43 (v42 whose split CTAs read their residual rows in the attention's prepare step);
+# TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these (GpuTest.QkvAttentionO*) and the engine
+# test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in BIN_DIR); then interleaved benches (prompt 128:
+# three rounds; 512, 1024 and 2048: two; 8192 once); then one traced step of each at prompt 128 with the merge's time
+# per kv head (bench/attention_o_trace.py --by-split; bench/layer_timeline.py).
 #
 # Usage: scripts/gpu-chain-sync.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests, measure_peaks;
 #        BUDGET=200 s of benches; TAGS="v34 v36" for fewer versions; PROMPTS="128 512" for fewer prompts (128 three
@@ -46,10 +49,17 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
   [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short
   [v41]=v41_qkv_attention_o_cluster_heads [v41s]=v41_qkv_attention_o_cluster_heads
   [v41n]=v41_qkv_attention_o_cluster_heads [v41k]=v41_qkv_attention_o_cluster_heads
-  [v41r]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short)
+  [v41r]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short
+  [v42t1]=v42_qkv_attention_o_trigger_late_short [v42t2]=v42_qkv_attention_o_trigger_late_short
+  [v42s192]=v42_qkv_attention_o_trigger_late_short [v42s227]=v42_qkv_attention_o_trigger_late_short
+  [v42w1]=v42_qkv_attention_o_trigger_late_short [v42w8]=v42_qkv_attention_o_trigger_late_short
+  [v42w16]=v42_qkv_attention_o_trigger_late_short [v43]=v43_qkv_attention_o_residual_in_prepare)
 # Tags that are a version with tuning flags.
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
-  [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8")
+  [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8"
+  [v42t1]="--attention-o-warm-code 1024" [v42t2]="--attention-o-warm-code 2048"
+  [v42s192]="--attention-o-smem-kb 192" [v42s227]="--attention-o-smem-kb 227"
+  [v42w1]="--attention-o-warm-code 1" [v42w8]="--attention-o-warm-code 8" [v42w16]="--attention-o-warm-code 16")
 # tag_args TAG: TAG_ARGS, the `qwen3 bench` flags of the tag (its version, then its tuning flags).
 tag_args() {
   local extra=()

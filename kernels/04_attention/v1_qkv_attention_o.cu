@@ -449,7 +449,7 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0>
+          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits, int partial_count) {
@@ -459,6 +459,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kTaggedMerge = kChainSync == 2;
   constexpr bool kMergeLoadsAtOnce = kChainSync == 3;  // (v36, merge_heads below)
   constexpr bool kClusterMerge = kChainSync == 4;      // (v37)
+  // v43: only where a split CTA's attention is attend_keys' (below) with its prepare step run once, and no hand-off
+  // changes which rows a CTA reads.
+  static_assert(!kResidualInPrepare || (kLean && kStages > 0 && kClaimsAhead == 0 && kWarmCode == 0 && kHandOff == 0 &&
+                                        !kShortChain && kChainSync != 2 && kChainSync != 4),
+                "v43's residual read belongs to attend_keys' prepare step");
   const QkNormRopeCacheArgs& p = a.attention.prep;
   // The CTA's index as the rest of the kernel sees it (its rows, its split: split cta / kv_heads of kv head
   // cta % kv_heads). v37: rank r of cluster c < kv_heads is split r of kv head c, the other clusters' CTAs follow.
@@ -826,7 +831,19 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                           a.delta_copies, a.hidden, foreign_row(j));
     }
   };
-  if (!(steps & 2)) read_residual();
+  // v43 (kResidualInPrepare): a CTA with a split reads its residual rows by its last warp in the attention's prepare
+  // step (read_residual_last_warp below), not here: warp 0 reads them here, and its round trip then comes before its
+  // share of the prepare step (the first q head's norm and RoPE, from qkv), which every thread of the CTA waits for:
+  // two L2 round trips one after the other on the split's chain. The last warp prepares nothing while group + 2 <
+  // kWarps (Qwen3-8B: 6 of 8 warps prepare), so its round trip runs beside theirs.
+  const bool residual_in_prepare = kResidualInPrepare && cta < splits * int(p.kv_heads);
+  if (!(steps & 2) && !residual_in_prepare) read_residual();
+  [[maybe_unused]] const auto read_residual_last_warp = [&] {
+    if (warp != kWarps - 1) return;
+    for (int i = lane; i < own_rows; i += kWarpSize)
+      residual_s[i] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
+                                                                a.hidden, row0 + i);
+  };
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to
   // sink(quad, lo, hi). Each pass has all its L2 reads in flight at once: first a warp per q head (one split per
   // lane) turns the statistics into merge weights, then each thread merges 4 consecutive outputs of a head at a
@@ -1235,6 +1252,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             keys_cap, a.attention.scale, 0.0f, [&] {
               qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
                                                                     range.new_key >= 0, q_s, new_kv);
+              if constexpr (kResidualInPrepare) read_residual_last_warp();  // (v43; attend_keys' barrier follows)
             });
       }
     }
@@ -1800,12 +1818,13 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0>
+          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>;
+                                                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync,
+                                                 kResidualInPrepare>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1825,7 +1844,8 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
     if (clustered.grid.ctas == 0)
       return launch_stages<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead,
                            kLateRows, kTypedRows, kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging,
-                           kScaledSplits, kReverseSplits, kPacedStaging, kHandOff, kTriggerLate, kCounted, 1>(
+                           kScaledSplits, kReverseSplits, kPacedStaging, kHandOff, kTriggerLate, kCounted, 1,
+                           kResidualInPrepare>(
           a, plan_for(a, false, kClaimsAhead > 0, kScaledSplits), stream);
     const Layout l = layout_of(a, clustered, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
     launch_clustered(kernel, dim3(unsigned(clustered.grid.ctas)), dim3(kThreads), l.bytes, stream, kClusterCtas, a, l,
@@ -1843,20 +1863,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0>
+          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
   }
 }
 
@@ -1869,7 +1889,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0>
+          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits, kChainSync == 4);
   if constexpr (kWarpKeys) {
@@ -1880,11 +1900,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -2184,23 +2204,25 @@ namespace {
 // cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31); 4: v30's round-robin rows, no hand-off
 // (v39). kTriggerLate: v32's PDL trigger.
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0>
+          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a);
   const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
     if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34-v36: its sync; v37: v34's)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
-                            false, 0, false, kCounted, kChainSync == 4 ? 1 : kChainSync>(a, stream);
+                            false, 0, false, kCounted, kChainSync == 4 ? 1 : kChainSync, kResidualInPrepare>(a,
+                                                                                                      stream);
     return launch_qkv_attention_o_v9(a, stream);
   }
   constexpr int kOVecs = kHandOffMode == 1 ? -1 : 0;
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode == 4 ? 3 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, stream);
+                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(
+        a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, stream);
 }
 
 }  // namespace
@@ -2440,6 +2462,20 @@ bool qkv_attention_o_v42_supports(const QkvAttentionOArgs& a) { return qkv_atten
 void launch_qkv_attention_o_v42(const QkvAttentionOArgs& a, cudaStream_t stream) {
   if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1>(a, stream);
   launch_scaled_early<0, false, 0, true, false, 3>(a, stream);
+}
+
+// v43_qkv_attention_o_residual_in_prepare: v42 whose CTAs with a split read their residual rows (and their delta, as
+// v42 does) by their last warp inside the attention's prepare step, after their K/V tile loads are issued, instead of
+// by warp 0 right after the PDL wait (kResidualInPrepare above); the CTAs without a split read theirs as before. Why:
+// SASS of v42 (session 38) has warp 0 stall on that L2 round trip before it starts its share of the prepare step, so
+// a split's q is ready two round trips after the wait instead of one; the last warp prepares nothing at Qwen3-8B's
+// GQA group (4 q heads, the new key and value: 6 of 8 warps). The same loads, sums and stores: v34's bits. Refuses
+// what v34 refuses.
+bool qkv_attention_o_v43_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v43(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1, true>(a, stream);
+  launch_scaled_early<0, false, 0, true, false, 3, true>(a, stream);
 }
 
 // v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head
