@@ -160,6 +160,8 @@ void launch_qkv_attention_o_v42(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v42_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v43(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v43_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v44(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v44_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -578,6 +580,10 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                                   "in the attention's prepare step, not by warp 0 before it "
                                                   "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v43, qkv_attention_o_v43_supports},
+      {"v44_qkv_attention_o_residual_in_prepare_short", "v43 where the splits take a ring of two K/V tiles (the "
+                                                        "512-position graph bucket at Qwen3-8B), v42 elsewhere "
+                                                        "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v44, qkv_attention_o_v44_supports},
   };
   return v;
 }

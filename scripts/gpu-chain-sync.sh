@@ -9,7 +9,8 @@
 # memory / once the o rows are done, v42s192 / v42s227: 192 / 227 KB of shared memory a CTA, more o rows staged, against
 # the default 160; v17's warm_code bits: v42w1 no first o pass in the CTAs without a split, v42w8 the split CTAs pull
 # their unstaged rows into L2 after their split, v42w16 the CTAs without a split pull the split CTAs' unstaged rows into
-# L2 after their first pass) and v43 (v42 whose split CTAs read their residual rows in the attention's prepare step);
+# L2 after their first pass), v43 (v42 whose split CTAs read their residual rows in the attention's prepare step) and
+# v44 (v43 where a split takes at most two K/V tiles, v42 past);
 # TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these (GpuTest.QkvAttentionO*) and the engine
 # test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in BIN_DIR); then interleaved benches (prompt 128:
 # three rounds; 512, 1024 and 2048: two; 8192 once); then one traced step of each at prompt 128 with the merge's time
@@ -53,7 +54,8 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
   [v42t1]=v42_qkv_attention_o_trigger_late_short [v42t2]=v42_qkv_attention_o_trigger_late_short
   [v42s192]=v42_qkv_attention_o_trigger_late_short [v42s227]=v42_qkv_attention_o_trigger_late_short
   [v42w1]=v42_qkv_attention_o_trigger_late_short [v42w8]=v42_qkv_attention_o_trigger_late_short
-  [v42w16]=v42_qkv_attention_o_trigger_late_short [v43]=v43_qkv_attention_o_residual_in_prepare)
+  [v42w16]=v42_qkv_attention_o_trigger_late_short [v43]=v43_qkv_attention_o_residual_in_prepare
+  [v44]=v44_qkv_attention_o_residual_in_prepare_short)
 # Tags that are a version with tuning flags.
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
   [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8"

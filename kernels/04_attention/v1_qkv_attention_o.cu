@@ -2478,6 +2478,30 @@ void launch_qkv_attention_o_v43(const QkvAttentionOArgs& a, cudaStream_t stream)
   launch_scaled_early<0, false, 0, true, false, 3, true>(a, stream);
 }
 
+namespace {
+
+// Where the launch's plan gives its splits a K/V ring of two tiles (splits of at most two tiles: up to 768 keys at
+// the default 64 keys a split, under kScaledSplits' rule past 384), as launch_scaled_early plans it.
+bool two_tile_ring(const QkvAttentionOArgs& a) {
+  const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan_for(a).keys_per_split;
+  return plan_for(a, false, false, scaled).stages == 2;
+}
+
+}  // namespace
+
+// v44_qkv_attention_o_residual_in_prepare_short: v43 where the launch's splits take a ring of two K/V tiles (the
+// graph bucket of 512 positions at Qwen3-8B's shape: prompt 128 with 256 tokens generated), v42 elsewhere. Why:
+// measured on one H100 (ITERATIONS.md session 38), v43 against v42 is 1.0023x at prompt 128 (lazy loading; 1.0020x
+// and 1.0038x eager in a second call), 0.9991x at 512 and 1024 and 0.9895x at 8192 (0.990x eager): with more tiles
+// a split, its last warp's residual loads go out behind the ring's K/V loads instead of before them. Bits as v42's.
+// Refuses what v34 refuses.
+bool qkv_attention_o_v44_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v44(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (two_tile_ring(a)) return launch_qkv_attention_o_v43(a, stream);
+  launch_qkv_attention_o_v42(a, stream);
+}
+
 // v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head
 // c's splits (kChainSync 4 above): a split leaves its partial in its own shared memory and arrives on the cluster
 // barrier, and the head's first split waits on it and merges the head from the cluster's shared memory, then counts

@@ -398,16 +398,15 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   }
 }
 
-// qkv_attention_o v34-v36, v40, v42 and v43 change only how the splits, the head merges and the waits for the merged
+// qkv_attention_o v34-v36, v40 and v42-v44 change only how the splits, the head merges and the waits for the merged
 // heads order their memory (v34: one thread's release / acquire on the counts instead of every thread's fence; v35:
 // tagged words, the head's last split merging it from the others' words and its own shared memory; v36: the merge's
-// loads at once; v40: v36 up to 1536 keys, v34 past them; v42: v40 triggering the next launch once the splits are
-// in; v43: v42 reading a split CTA's residual rows in its prepare step): the same merge arithmetic as v25, so a
-// decode step gives
-// the same tokens and logits bits. Three contexts, so that v25's short kernel (one split a head at 64 positions,
-// several at 512) and its kernel for longer positions (more splits than v35's merge takes at once) all run; at 4096
-// v37-v39 and v40 run v34's kernel. A random Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32
-// reductions meet in no fixed order).
+// loads at once; v40: v36 up to 1536 keys, v34 past them; v42: v40 triggering the next launch once the splits are in;
+// v43: v42 reading a split CTA's residual rows in its prepare step; v44: v43 where a split takes at most two K/V tiles,
+// v42 past): the same merge arithmetic as v25, so a decode step gives the same tokens and logits bits. Three contexts,
+// so that v25's short kernel (one split a head at 64 positions, several at 512) and its kernel for longer positions
+// (more splits than v35's merge takes at once) all run; at 4096 v37-v39 and v40 run v34's kernel. A random
+// Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32 reductions meet in no fixed order).
 TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: GPU engine tests skipped";
   ModelConfig config = synthetic_qwen3_config("qwen3-8b");
@@ -426,7 +425,8 @@ TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
     const auto v25 = run("v25_qkv_attention_o_scaled_early");
     for (const char* version : {"v34_qkv_attention_o_release_counts", "v35_qkv_attention_o_tagged_merge",
                                 "v36_qkv_attention_o_merge_at_once", "v40_qkv_attention_o_merge_at_once_short",
-                                "v42_qkv_attention_o_trigger_late_short", "v43_qkv_attention_o_residual_in_prepare"}) {
+                                "v42_qkv_attention_o_trigger_late_short", "v43_qkv_attention_o_residual_in_prepare",
+                                "v44_qkv_attention_o_residual_in_prepare_short"}) {
       const auto got = run(version);
       EXPECT_EQ(got.first, v25.first) << version << ", context " << context;
       EXPECT_EQ(got.second, v25.second) << version << ", context " << context;
