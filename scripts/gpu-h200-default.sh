@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Issue 5's H200 numbers for the current defaults in one device call on prebuilt binaries, only on an H200 (on any
-# other card it prints the card and exits 0 at once, so a lease that came back on an H100 costs only its start):
-# measure_peaks; the kernel tests of qkv_attention_o v34, v40 and v42 (the default since session 37: v40 with v32's
-# late PDL trigger) and the engine tests of their bits and of the transformers goldens; the default against v40 (the
-# default of session 36), v34 and v25 (two rounds) at prompts 128 / 512 / 1024 over three interleaved rounds and at
-# 8192 once; the default at batch 2 / 4 / 8 (prompt 128); then the QKV GEMV's row
-# ramp (norm_gemv v26, 450 per mille by default, tuned on an H100 in session 32) at 0 / 300 / 600 against the
-# default at prompts 128 and 1024, two rounds. The last H200 measurement was session 26's (88.12% at prompt 128).
+# Issue 5's H200 numbers for the current defaults in one device call on prebuilt binaries, only on an H200 (on any other
+# card it prints the card and exits 0 at once, so a lease that came back on an H100 costs only its start):
+# measure_peaks; the kernel tests of qkv_attention_o v34, v40, v42 (the default since session 37: v40 with v32's late
+# PDL trigger) and v44 (v42 whose split CTAs read their residual rows in the attention's prepare step where a split
+# takes at most two K/V tiles; session 38, not yet measured) and the engine tests of their bits and of the transformers
+# goldens; the default against v44, v40 (the default of session 36), v34 and v25 (two rounds) at prompts 128 / 512 /
+# 1024 over three interleaved rounds and at 8192 once (not v25); the default at batch 2 / 4 / 8 (prompt 128); then the
+# QKV GEMV's row ramp (norm_gemv v26, 450 per mille by default, tuned on an H100 in session 32) at 0 / 300 / 600 against
+# the default at prompts 128 and 1024, two rounds. The last H200 measurement was session 26's (88.12% at prompt 128).
 #
 # Usage: scripts/gpu-h200-default.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests,
 #        qwen3_engine_tests, measure_peaks; BUDGET=360 s of benches; writes $OUT, else build/gpu-h200-default).
@@ -22,19 +23,21 @@ BUDGET=${BUDGET:-360}
 # shellcheck source=scripts/gpu-bench-lib.sh
 source scripts/gpu-bench-lib.sh
 h200_start h200-default.jsonl
-run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v34_,v40_,v42_ "$OUT_DIR/kernel-tests.txt" "versions \]"
+run_tests "$BIN/qwen3_gpu_tests" 'GpuTest.QkvAttentionO*' v34_,v40_,v42_,v44_ "$OUT_DIR/kernel-tests.txt" "versions \]"
 run_tests "$BIN/qwen3_engine_tests" 'EngineAttentionO.*:Golden/EngineGolden.*' "" "$OUT_DIR/engine-tests.txt"
 COMMON=(--synthetic qwen3-8b --path fast --peak-gb-s "$PEAK" --json --gen 256)
 START=$(date +%s)
 for round in 1 2 3; do
   for prompt in 128 512 1024; do
     bench v42 "$prompt"
+    bench v44 "$prompt" --attention-o v44_qkv_attention_o_residual_in_prepare_short
     bench v40 "$prompt" --attention-o v40_qkv_attention_o_merge_at_once_short
     bench v34 "$prompt" --attention-o v34_qkv_attention_o_release_counts
     ((round < 3)) && bench v25 "$prompt" --attention-o v25_qkv_attention_o_scaled_early
   done
 done
 bench v42 8192
+bench v44 8192 --attention-o v44_qkv_attention_o_residual_in_prepare_short
 bench v40 8192 --attention-o v40_qkv_attention_o_merge_at_once_short
 bench v34 8192 --attention-o v34_qkv_attention_o_release_counts
 for batch in 2 4 8; do
