@@ -48,15 +48,9 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
   [v35]=v35_qkv_attention_o_tagged_merge [v36]=v36_qkv_attention_o_merge_at_once
   [v37]=v37_qkv_attention_o_cluster_merge [v38]=v38_qkv_attention_o_cluster_trigger_late
   [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short
-  [v41]=v41_qkv_attention_o_cluster_heads [v41s]=v41_qkv_attention_o_cluster_heads
-  [v41n]=v41_qkv_attention_o_cluster_heads [v41k]=v41_qkv_attention_o_cluster_heads
-  [v41r]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short
-  [v42t1]=v42_qkv_attention_o_trigger_late_short [v42t2]=v42_qkv_attention_o_trigger_late_short
-  [v42s192]=v42_qkv_attention_o_trigger_late_short [v42s227]=v42_qkv_attention_o_trigger_late_short
-  [v42w1]=v42_qkv_attention_o_trigger_late_short [v42w8]=v42_qkv_attention_o_trigger_late_short
-  [v42w16]=v42_qkv_attention_o_trigger_late_short [v43]=v43_qkv_attention_o_residual_in_prepare
-  [v44]=v44_qkv_attention_o_residual_in_prepare_short)
-# Tags that are a version with tuning flags.
+  [v41]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short
+  [v43]=v43_qkv_attention_o_residual_in_prepare [v44]=v44_qkv_attention_o_residual_in_prepare_short)
+# Tags that are a version with tuning flags: the version of their first three characters (v41s: v41's).
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
   [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8"
   [v42t1]="--attention-o-warm-code 1024" [v42t2]="--attention-o-warm-code 2048"
@@ -66,7 +60,7 @@ declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-ro
 tag_args() {
   local extra=()
   read -r -a extra <<< "${FLAGS[$1]:-}"
-  TAG_ARGS=(--attention-o "${VERSION[$1]}" "${extra[@]}")
+  TAG_ARGS=(--attention-o "${VERSION[${1:0:3}]}" "${extra[@]}")
 }
 # bench_tag TAG PROMPT: bench with the tag's flags.
 bench_tag() {

@@ -820,10 +820,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   bf16* residual_s = reinterpret_cast<bf16*>(smem + l.residual);  // (rows)
   // With a delta (the previous layer's MLP, v1_mlp_split_down), it is added first, rounded as the chain's down
   // GEMV adds its output, and zeroed for the next MLP launch: the QKV GEMV, its other reader, is done.
-  const auto read_residual = [&] {
-    for (int i = threadIdx.x; i < own_rows; i += kThreads)
+  // Own rows first, first + stride, ... below own_rows.
+  const auto read_own_residual = [&](int first, int stride) {
+    for (int i = first; i < own_rows; i += stride)
       residual_s[i] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
                                                                 a.hidden, row0 + i);
+  };
+  const auto read_residual = [&] {
+    read_own_residual(int(threadIdx.x), kThreads);
     if constexpr (kHandOff) {  // (v29: the rows this CTA took over, whose owner leaves them and their delta alone)
       for (int j = threadIdx.x; j < foreign_count; j += kThreads)
         if (foreign_row(j) < a.hidden)
@@ -839,10 +843,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool residual_in_prepare = kResidualInPrepare && cta < splits * int(p.kv_heads);
   if (!(steps & 2) && !residual_in_prepare) read_residual();
   [[maybe_unused]] const auto read_residual_last_warp = [&] {
-    if (warp != kWarps - 1) return;
-    for (int i = lane; i < own_rows; i += kWarpSize)
-      residual_s[i] = qkv_attention_o_plan::residual_with_delta(a.residual, a.residual_delta, a.delta_copies,
-                                                                a.hidden, row0 + i);
+    if (warp == kWarps - 1) read_own_residual(lane, kWarpSize);
   };
   // The attention output of q heads [h_begin, h_end) from the splits, each group of 4 outputs handed to
   // sink(quad, lo, hi). Each pass has all its L2 reads in flight at once: first a warp per q head (one split per
@@ -2197,6 +2198,12 @@ bool qkv_attention_o_v25_supports(const QkvAttentionOArgs& a) { return qkv_atten
 
 namespace {
 
+// Whether launch_scaled_early takes kScaledSplits' fewer, longer splits: past kScaledSplitsTarget splits of the
+// plan's keys_per_split.
+bool scaled_splits(const QkvAttentionOArgs& a) {
+  return a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan_for(a).keys_per_split;
+}
+
 // v25's choice of kernel, for v25 and the versions built on it (kMlpLead: v27's pull; kPacedStaging: v26's staging):
 // v22's (kScaledSplits) where a position of the launch may pass kScaledSplitsTarget splits of keys_per_split keys,
 // v17's below; v9's where most of the launch's positions split every CTA under that rule (v22's and v17's launchers'
@@ -2206,8 +2213,7 @@ namespace {
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
           bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  const Plan plan = plan_for(a);
-  const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan.keys_per_split;
+  const bool scaled = scaled_splits(a);
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
     if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34-v36: its sync; v37: v34's)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
@@ -2482,10 +2488,7 @@ namespace {
 
 // Where the launch's plan gives its splits a K/V ring of two tiles (splits of at most two tiles: up to 768 keys at
 // the default 64 keys a split, under kScaledSplits' rule past 384), as launch_scaled_early plans it.
-bool two_tile_ring(const QkvAttentionOArgs& a) {
-  const bool scaled = a.attention.max_position + 1 > int64_t(kScaledSplitsTarget) * plan_for(a).keys_per_split;
-  return plan_for(a, false, false, scaled).stages == 2;
-}
+bool two_tile_ring(const QkvAttentionOArgs& a) { return plan_for(a, false, false, scaled_splits(a)).stages == 2; }
 
 }  // namespace
 
