@@ -162,6 +162,10 @@ void launch_qkv_attention_o_v43(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v43_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v44(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v44_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v45(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v45_supports(const QkvAttentionOArgs&);
+void launch_qkv_attention_o_v46(const QkvAttentionOArgs&, cudaStream_t);
+bool qkv_attention_o_v46_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v37(const QkvAttentionOArgs&, cudaStream_t);
 bool qkv_attention_o_v37_supports(const QkvAttentionOArgs&);
 void launch_qkv_attention_o_v38(const QkvAttentionOArgs&, cudaStream_t);
@@ -573,7 +577,7 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                             "(v41_qkv_attention_o_cluster_heads.cu)",
        launch_qkv_attention_o_v41, qkv_attention_o_v41_supports},
       {"v42_qkv_attention_o_trigger_late_short", "v40 whose CTAs let the next launch start once every split is "
-                                                 "in (v32's trigger); the default, 1.003x-1.005x of v40 on an H100 "
+                                                 "in (v32's trigger); 1.003x-1.005x of v40 on an H100 "
                                                  "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v42, qkv_attention_o_v42_supports},
       {"v43_qkv_attention_o_residual_in_prepare", "v42 whose split CTAs read their residual rows by their last warp "
@@ -581,9 +585,17 @@ const std::vector<KernelVersion<QkvAttentionOArgs>>& qkv_attention_o_versions() 
                                                   "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v43, qkv_attention_o_v43_supports},
       {"v44_qkv_attention_o_residual_in_prepare_short", "v43 where the splits take a ring of two K/V tiles (the "
-                                                        "512-position graph bucket at Qwen3-8B), v42 elsewhere "
+                                                        "512-position graph bucket at Qwen3-8B), v42 elsewhere; the "
+                                                        "default, 1.003x of v42 at prompt 128 on an H100 "
                                                         "(v1_qkv_attention_o.cu)",
        launch_qkv_attention_o_v44, qkv_attention_o_v44_supports},
+      {"v45_qkv_attention_o_tiles_at_once", "v44 whose splits have every K/V tile in flight before the prepare step "
+                                            "where they all fit the ring, not the K tile then the V tile "
+                                            "(v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v45, qkv_attention_o_v45_supports},
+      {"v46_qkv_attention_o_tiles_early", "v45 whose split CTAs issue their first K/V tiles before the PDL wait, "
+                                          "ahead of their staged o rows (v1_qkv_attention_o.cu)",
+       launch_qkv_attention_o_v46, qkv_attention_o_v46_supports},
   };
   return v;
 }

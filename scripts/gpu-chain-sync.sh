@@ -9,8 +9,9 @@
 # memory / once the o rows are done, v42s192 / v42s227: 192 / 227 KB of shared memory a CTA, more o rows staged, against
 # the default 160; v17's warm_code bits: v42w1 no first o pass in the CTAs without a split, v42w8 the split CTAs pull
 # their unstaged rows into L2 after their split, v42w16 the CTAs without a split pull the split CTAs' unstaged rows into
-# L2 after their first pass), v43 (v42 whose split CTAs read their residual rows in the attention's prepare step) and
-# v44 (v43 where a split takes at most two K/V tiles, v42 past);
+# L2 after their first pass), v43 (v42 whose split CTAs read their residual rows in the attention's prepare step),
+# v44 (v43 where a split takes at most two K/V tiles, v42 past), v45 (v44 with a split's K/V tiles in flight at once
+# where they fit its ring) and v46 (v45 issuing a split's first tiles before the PDL wait);
 # TAGS picks them (default v25 v34 v35 v36). First the kernel tests of these (GpuTest.QkvAttentionO*) and the engine
 # test of their bits (EngineAttentionO.*, where qwen3_engine_tests is in BIN_DIR); then interleaved benches (prompt 128:
 # three rounds; 512, 1024 and 2048: two; 8192 once); then one traced step of each at prompt 128 with the merge's time
@@ -49,7 +50,8 @@ declare -A VERSION=([v25]=v25_qkv_attention_o_scaled_early [v34]=v34_qkv_attenti
   [v37]=v37_qkv_attention_o_cluster_merge [v38]=v38_qkv_attention_o_cluster_trigger_late
   [v39]=v39_qkv_attention_o_cluster_rows [v40]=v40_qkv_attention_o_merge_at_once_short
   [v41]=v41_qkv_attention_o_cluster_heads [v42]=v42_qkv_attention_o_trigger_late_short
-  [v43]=v43_qkv_attention_o_residual_in_prepare [v44]=v44_qkv_attention_o_residual_in_prepare_short)
+  [v43]=v43_qkv_attention_o_residual_in_prepare [v44]=v44_qkv_attention_o_residual_in_prepare_short
+  [v45]=v45_qkv_attention_o_tiles_at_once [v46]=v46_qkv_attention_o_tiles_early)
 # Tags that are a version with tuning flags: the version of their first three characters (v41s: v41's).
 declare -A FLAGS=([v41s]="--attention-o-smem-kb 227" [v41n]="--attention-o-l2-rows 0"
   [v41k]="--attention-o-keys-per-split 2048" [v41r]="--attention-o-stages 8"

@@ -164,42 +164,45 @@ __device__ __forceinline__ void store_partial(const Smem& sm, int group,
     }
 }
 
-// Keys [0, n_keys) of k_rows / v_rows (row_stride elements apart; local key new_key, if >= 0, is taken from
-// sm.new_kv instead of memory) against the group's q heads. `prepare()` runs after the first kStages - 1 tiles are
-// issued and must leave sm.q_s (and sm.new_kv for the owner) written; a barrier follows it. The next kernel's launch
-// is triggered once a fraction pdl_trigger of the tiles is consumed (pdl_trigger <= 0: never here; the caller did).
-// kLean: each thread's tile-load offsets computed once (v10); kChains: accumulator chains per product (v8).
-// PRECOND: blockDim.x == kThreads; group <= kMaxGroup; n_keys <= keys_cap, keys_cap a multiple of kTileKeys; every
-// thread calls it; cp.async groups committed by the caller before the call are complete or harmless to wait on.
-template <int kHeadDim, int kThreads, int kStages, int kChains, bool kLean, class Prepare>
-__device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, const bf16* v_rows,
-                                            int64_t row_stride, int n_keys, int new_key, int group, int keys_cap,
-                                            float scale, float pdl_trigger, Prepare&& prepare) {
-  constexpr int kWarps = kThreads / kWarpSize;
-  constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per K/V row
-  constexpr int kKSteps = kHeadDim / 16;            // q·Kᵀ reduction steps
-  constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
-  constexpr int kTileElems = kTileKeys * kHeadDim;
-  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
-  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
-  const int p_row = p_stride(keys_cap);  // bf16 elements between P rows
-
-  // kLean's per-thread constants: chunk `piece` of keys key_base + j * kKeyStep (kKeyStep % 8 == 0: same swizzle).
-  constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
+// One split's K tiles then V tiles, i in [0, 2 * tiles): issue(i) copies tile i into ring slot i % kStages,
+// swizzled, and commits one cp.async group (an empty one past the last tile). Local key new_key (if >= 0) is not
+// read: its row is zero-filled here and put in by attend_keys from sm.new_kv. kLean: each thread's load offsets
+// computed once (v10), chunk `piece` of keys key_base + j * kKeyStep (kKeyStep % 8 == 0: the same swizzle).
+// issue_ahead: what attend_keys issues before its prepare step, kStages - 1 tiles, or with at_once (v45) every tile
+// where they all fit the ring, then empty groups up to kStages (so that every loop step waits on the same count).
+// PRECOND: blockDim.x == kThreads; every thread of the CTA issues the same i in the same order.
+template <int kHeadDim, int kThreads, int kStages, bool kLean>
+struct TileLoads {
+  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per K/V row
+  static constexpr int kTileElems = kTileKeys * kHeadDim;
+  static constexpr int kKeyStep = kThreads / kChunks, kLoadsPerThread = kTileKeys / kKeyStep;
   static_assert(kThreads % kChunks == 0 && kKeyStep % 8 == 0 && kTileKeys % kKeyStep == 0, "lean tile loads");
-  const int piece = threadIdx.x % kChunks, key_base = threadIdx.x / kChunks;
-  const int smem_base = swizzled<kHeadDim>(key_base, piece);
-  const int64_t gmem_base = int64_t(key_base) * row_stride + piece * 8;
+  bf16* ring;
+  const bf16* k_rows;
+  const bf16* v_rows;
+  int64_t row_stride;
+  int n_keys, new_key, tiles, key_base, smem_base;
+  int64_t gmem_base;
 
-  // Tile i of K[0..tiles), V[0..tiles) into ring slot i % kStages, swizzled; one commit group per call.
-  auto issue = [&](int i) {
+  __device__ __forceinline__ TileLoads(bf16* ring_, const bf16* k_rows_, const bf16* v_rows_, int64_t row_stride_,
+                                       int n_keys_, int new_key_)
+      : ring(ring_), k_rows(k_rows_), v_rows(v_rows_), row_stride(row_stride_), n_keys(n_keys_), new_key(new_key_),
+        tiles((n_keys_ + kTileKeys - 1) / kTileKeys), key_base(thread_key()),
+        smem_base(swizzled<kHeadDim>(thread_key(), thread_piece())),
+        gmem_base(int64_t(thread_key()) * row_stride_ + thread_piece() * 8) {}
+  // This thread's chunk and first key (unsigned arithmetic on threadIdx.x, as the kernels before TileLoads had it).
+  static __device__ __forceinline__ int thread_piece() { return threadIdx.x % kChunks; }
+  static __device__ __forceinline__ int thread_key() { return threadIdx.x / kChunks; }
+
+  // Whether issue_ahead(true) issues every tile: they fit the ring at once.
+  __device__ __forceinline__ bool fit_ring() const { return 2 * tiles <= kStages; }
+
+  __device__ __forceinline__ void issue(int i) const {
     if (i < 2 * tiles) {
       const bool is_v = i >= tiles;
       const int first = (is_v ? i - tiles : i) * kTileKeys;
       const bf16* src = (is_v ? v_rows : k_rows) + int64_t(first) * row_stride;  // (also the dummy of skipped loads)
-      bf16* dst = sm.ring + (i % kStages) * kTileElems;
+      bf16* dst = ring + (i % kStages) * kTileElems;
       if constexpr (kLean) {
         const int end = n_keys - first - key_base, skip = new_key - first - key_base;  // in this thread's keys
 #pragma unroll
@@ -218,9 +221,49 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
       }
     }
     cp_async_commit();
-  };
+  }
+
+  __device__ __forceinline__ void issue_ahead(bool at_once) const {
+    if (at_once && fit_ring()) {
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i);
+      for (int i = 0; i < kStages; ++i) issue(i);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kStages - 1; ++i) issue(i);
+    }
+  }
+};
+
+// Keys [0, n_keys) of k_rows / v_rows (row_stride elements apart; local key new_key, if >= 0, is taken from
+// sm.new_kv instead of memory) against the group's q heads. `prepare()` runs after the first kStages - 1 tiles are
+// issued and must leave sm.q_s (and sm.new_kv for the owner) written; a barrier follows it. The next kernel's launch
+// is triggered once a fraction pdl_trigger of the tiles is consumed (pdl_trigger <= 0: never here; the caller did).
+// kLean: each thread's tile-load offsets computed once (v10); kChains: accumulator chains per product (v8).
+// kAtOnce (v45): where every K and V tile fits the ring, all are issued before prepare(), not kStages - 1 (with a
+// split of one K tile and one V tile in a ring of two, its V tile otherwise goes out only once its K tile is in: two
+// memory round trips one after the other). issued (v46): the caller has issued them already, with TileLoads'
+// issue_ahead(kAtOnce) on the same arguments and sm.ring, and committed nothing since.
+// PRECOND: blockDim.x == kThreads; group <= kMaxGroup; n_keys <= keys_cap, keys_cap a multiple of kTileKeys; every
+// thread calls it; cp.async groups committed by the caller before the call are complete or harmless to wait on.
+template <int kHeadDim, int kThreads, int kStages, int kChains, bool kLean, bool kAtOnce = false, class Prepare>
+__device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, const bf16* v_rows,
+                                            int64_t row_stride, int n_keys, int new_key, int group, int keys_cap,
+                                            float scale, float pdl_trigger, Prepare&& prepare, bool issued = false) {
+  constexpr int kWarps = kThreads / kWarpSize;
+  constexpr int kChunks = kHeadDim / 8;             // 16-byte chunks per K/V row
+  constexpr int kKSteps = kHeadDim / 16;            // q·Kᵀ reduction steps
+  constexpr int kDimTiles = kHeadDim / 8 / kWarps;  // P·V n-tiles (8 output columns) per warp: 2 or 1
+  constexpr int kTileElems = kTileKeys * kHeadDim;
+  static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
+  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
+  const int p_row = p_stride(keys_cap);  // bf16 elements between P rows
+
+  const TileLoads<kHeadDim, kThreads, kStages, kLean> loads(sm.ring, k_rows, v_rows, row_stride, n_keys, new_key);
+  // The tiles in flight ahead of the one a loop step consumes: kStages - 1, or kStages where all were issued at once.
+  const bool at_once = kAtOnce && loads.fit_ring();
+  if (!issued) loads.issue_ahead(kAtOnce);
 
   prepare();
   if (n_keys == 0 && threadIdx.x < group) {  // an empty CTA (tiny context): weight 0 in the merge
@@ -237,9 +280,12 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
   const int trigger_tile = pdl_trigger > 0.0f ? int(pdl_trigger * float(2 * tiles)) : -1;
   for (int i = 0; i < 2 * tiles; ++i) {
     if (i == trigger_tile) pdl_launch_dependents();
-    cp_async_wait<kStages - 2>();
+    if (at_once)
+      cp_async_wait<kStages - 1>();
+    else
+      cp_async_wait<kStages - 2>();
     __syncthreads();  // tile i is in for every thread, and every thread is done with tile i - 1's slot
-    issue(i + kStages - 1);
+    loads.issue(i + (at_once ? kStages : kStages - 1));  // (past the last tile: an empty group)
     bf16* tile = sm.ring + (i % kStages) * kTileElems;
     const bool is_v = i >= tiles;
     const int first = (is_v ? i - tiles : i) * kTileKeys;

@@ -90,6 +90,11 @@ constexpr size_t kDefaultSmem = 160 * 1024;
 // measured best, at 1024-1280 192, at 128-384 v17's 64).
 constexpr int kScaledSplitsTarget = 6;
 constexpr int kScaledSplitsMaxKeys = 192;
+// kSplitPrep's bits: what a CTA with a split does around its attention's prepare step (the kernel's comment).
+constexpr int kPrepResidual = 1;   // v43: its residual rows read by its last warp in the prepare step
+constexpr int kPrepTilesAtOnce = 2;  // v45: every K/V tile of its split in flight before the prepare step, where
+                                     // they fit the ring
+constexpr int kPrepTilesEarly = 4;   // v46: those tiles issued before the PDL wait, for the position read then
 // v26: staged o rows a CTA without a split keeps in flight (QkvAttentionOArgs::stage_window 0). bench/queue_latency
 // (H200, 132 CTAs x 192 KB in 8 KB copies): 4 in flight land all rows as soon as issuing them at once does (7.9 us),
 // with a dependent L2 hit at ~0.2 us instead of ~0.7 on average (4.3 in the first 2 us); 8 land them sooner (7.3 us)
@@ -444,12 +449,21 @@ struct ORows {
 // leaves its partial in its own shared memory and arrives on the cluster barrier (release); rank 0 waits on it
 // (acquire), merges the head from its cluster's shared memory (merge_head_cluster below) and counts it with a release
 // add, as v34. No workspace partials and no per-head count: no L2 round trip on the merge's path.
+// kSplitPrep (bits kPrep* above; only on attend_keys' path: kLean, a ring, no claims, warm-ups or hand-offs): bit 1
+// (v43): a CTA with a split reads its residual rows by its last warp in the attention's prepare step, not by warp 0
+// before it. Bit 2 (v45): a split whose K and V tiles all fit the ring has them all in flight before the prepare step
+// (attend_keys' kAtOnce). Bit 4 (v46): a CTA that the position as read at its start gives a split issues the tiles
+// attend_keys would issue first before the PDL wait, ahead of its staged o rows' bulk copies; after the wait, if the
+// position or slot has moved (an eager step: a graph's replay reads the final one), they land and are issued again.
+// Every cached row a split reads lies before the position, written by an earlier step or the prefill, which are done
+// (the replay before this one; eagerly, every launch's PDL trigger is after its wait, so the launches before the
+// previous one are done); the position's own row, which this launch writes, is never read from the cache.
 template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpLead = 0,
           bool kLean = false, int kClaimsAhead = 0, bool kLateRows = false, int kTypedRows = 0, int kWarmCode = 0,
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
+          bool kCounted = false, int kChainSync = 0, int kSplitPrep = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     qkv_attention_o_kernel(QkvAttentionOArgs a, Layout l, int keys_cap, int keys_per_split, int rows_per_cta,
                            int max_splits, int partial_count) {
@@ -461,9 +475,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kClusterMerge = kChainSync == 4;      // (v37)
   // v43: only where a split CTA's attention is attend_keys' (below) with its prepare step run once, and no hand-off
   // changes which rows a CTA reads.
-  static_assert(!kResidualInPrepare || (kLean && kStages > 0 && kClaimsAhead == 0 && kWarmCode == 0 && kHandOff == 0 &&
+  static_assert(kSplitPrep == 0 || (kLean && kStages > 0 && kClaimsAhead == 0 && kWarmCode == 0 && kHandOff == 0 &&
                                         !kShortChain && kChainSync != 2 && kChainSync != 4),
-                "v43's residual read belongs to attend_keys' prepare step");
+                "kSplitPrep belongs to attend_keys' path");
   const QkNormRopeCacheArgs& p = a.attention.prep;
   // The CTA's index as the rest of the kernel sees it (its rows, its split: split cta / kv_heads of kv head
   // cta % kv_heads). v37: rank r of cluster c < kv_heads is split r of kv head c, the other clusters' CTAs follow.
@@ -617,6 +631,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   // v26: the rows a CTA with a split issues before the wait (the rest once its split is counted).
   [[maybe_unused]] const int split_prewait =
       a.split_staging != 0 ? 0 : a.split_prewait_rows < 0 ? staged : min(int(a.split_prewait_rows), staged);
+  // v46 (kSplitPrep bit 4): the first K/V tiles of the split that the position and slot as read now give this CTA,
+  // issued by every thread before its staged rows' bulk copies (a load issued behind those waits for them: v26's
+  // note above) and long before the wait. early_at: the position they are for, -1 where none were issued.
+  [[maybe_unused]] int32_t early_at = -1;
+  [[maybe_unused]] int64_t early_slot = 0;
+  if constexpr ((kSplitPrep & kPrepTilesEarly) != 0) {
+    early_slot = p.slots ? p.slots[0] : 0;
+    if (attends_hint && early_slot >= 0) {
+      const int hint_splits = splits_at(position_hint);
+      const int split = kReverseSplits ? hint_splits - 1 - cta / int(p.kv_heads) : cta / int(p.kv_heads);
+      const qkv_attention::KeyRange range = qkv_attention::key_range(position_hint, split, hint_splits);
+      const int64_t first_row = (early_slot * p.max_ctx + min(range.key0, position_hint)) * kv_row_stride +
+                                int64_t(cta % int(p.kv_heads)) * kHeadDim;
+      const attention_mma::TileLoads<kHeadDim, kThreads, kStages, kLean> loads(
+          reinterpret_cast<bf16*>(smem + l.ring), p.k_cache + first_row, p.v_cache + first_row, kv_row_stride,
+          range.n_keys, range.new_key);
+      loads.issue_ahead((kSplitPrep & kPrepTilesAtOnce) != 0);
+      early_at = position_hint;
+    }
+  }
   bool staging_deferred = false;
   if constexpr (kPacedStaging) staging_deferred = attends_hint && split_prewait < staged;
   if constexpr (kDeferStaging) staging_deferred = attends_hint;
@@ -747,6 +781,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 2. One split of one kv head's keys, if the position needs this CTA.
   const int32_t position = p.positions[0];
   const int splits = splits_at(position);
+  // v46: whether the tiles issued before the wait are this CTA's split's now. Where not (the position or the slot
+  // moved, or the CTA has no split now), each thread's copies land before it writes the ring again or exits.
+  [[maybe_unused]] bool tiles_issued = false;
+  if constexpr ((kSplitPrep & kPrepTilesEarly) != 0) {
+    tiles_issued = early_at >= 0 && early_at == position && early_slot == (p.slots ? p.slots[0] : 0) &&
+                   cta < splits * int(p.kv_heads);
+    if (early_at >= 0 && !tiles_issued) cp_async_wait<0>();
+  }
   // v37: a CTA without a split has nothing for its cluster's merge; it arrives at once, so that rank 0's wait is
   // held by its head's splits only.
   if (kClusterMerge && cta >= splits * int(p.kv_heads)) cluster_arrive_relaxed();
@@ -835,12 +877,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                                                                           a.delta_copies, a.hidden, foreign_row(j));
     }
   };
-  // v43 (kResidualInPrepare): a CTA with a split reads its residual rows by its last warp in the attention's prepare
+  // v43 (kSplitPrep bit 1): a CTA with a split reads its residual rows by its last warp in the attention's prepare
   // step (read_residual_last_warp below), not here: warp 0 reads them here, and its round trip then comes before its
   // share of the prepare step (the first q head's norm and RoPE, from qkv), which every thread of the CTA waits for:
   // two L2 round trips one after the other on the split's chain. The last warp prepares nothing while group + 2 <
   // kWarps (Qwen3-8B: 6 of 8 warps prepare), so its round trip runs beside theirs.
-  const bool residual_in_prepare = kResidualInPrepare && cta < splits * int(p.kv_heads);
+  const bool residual_in_prepare = (kSplitPrep & kPrepResidual) && cta < splits * int(p.kv_heads);
   if (!(steps & 2) && !residual_in_prepare) read_residual();
   [[maybe_unused]] const auto read_residual_last_warp = [&] {
     if (warp == kWarps - 1) read_own_residual(lane, kWarpSize);
@@ -1248,13 +1290,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                                         range.n_keys, range.new_key, group, keys_cap, a.attention.scale, kv_head,
                                         position, slot, range.new_key >= 0);
       } else {
-        attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true>(
+        attention_mma::attend_keys<kHeadDim, kThreads, kStages, 2, true, (kSplitPrep & kPrepTilesAtOnce) != 0>(
             sm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group,
-            keys_cap, a.attention.scale, 0.0f, [&] {
+            keys_cap, a.attention.scale, 0.0f,
+            [&] {
               qkv_attention::prepare_q_and_new_kv<kHeadDim, kWarps>(p, 0, kv_head, group, position, slot,
                                                                     range.new_key >= 0, q_s, new_kv);
-              if constexpr (kResidualInPrepare) read_residual_last_warp();  // (v43; attend_keys' barrier follows)
-            });
+              if constexpr ((kSplitPrep & kPrepResidual) != 0) read_residual_last_warp();  // (v43; a barrier follows)
+            },
+            tiles_issued);
       }
     }
     if (kTaggedMerge && threadIdx.x == 0) launch_tag_s = launch_tag;
@@ -1819,13 +1863,13 @@ template <int kHeadDim, int kStages, bool kHeadMerge, bool kShortChain, int kOVe
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
+          bool kCounted = false, int kChainSync = 0, int kSplitPrep = 0>
 void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   constexpr auto kernel = qkv_attention_o_kernel<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean,
                                                  kClaimsAhead, kLateRows, kTypedRows, kWarmCode, kTouchPages,
                                                  kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
                                                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync,
-                                                 kResidualInPrepare>;
+                                                 kSplitPrep>;
   // Set once to the most this kernel ever asks for: the staged rows take what the rest leaves of the budget.
   static std::atomic<bool> configured{false};
   if (!configured.load()) {
@@ -1846,7 +1890,7 @@ void launch_stages(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t st
       return launch_stages<kHeadDim, kStages, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead,
                            kLateRows, kTypedRows, kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging,
                            kScaledSplits, kReverseSplits, kPacedStaging, kHandOff, kTriggerLate, kCounted, 1,
-                           kResidualInPrepare>(
+                           kSplitPrep>(
           a, plan_for(a, false, kClaimsAhead > 0, kScaledSplits), stream);
     const Layout l = layout_of(a, clustered, kOVecs, kPacedStaging, kHandOff ? kMaxForeignRows : 0);
     launch_clustered(kernel, dim3(unsigned(clustered.grid.ctas)), dim3(kThreads), l.bytes, stream, kClusterCtas, a, l,
@@ -1864,20 +1908,20 @@ template <int kHeadDim, bool kHeadMerge, bool kShortChain, int kOVecs, int kMlpL
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
+          bool kCounted = false, int kChainSync = 0, int kSplitPrep = 0>
 void launch_head_dim(const QkvAttentionOArgs& a, const Plan& plan, cudaStream_t stream) {
   if (plan.stages == 2) {
     launch_stages<kHeadDim, 2, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, plan, stream);
   } else if (plan.stages == 4) {
     launch_stages<kHeadDim, 4, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, plan, stream);
   } else {
     launch_stages<kHeadDim, 8, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                   kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
+                  kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, plan, stream);
   }
 }
 
@@ -1890,7 +1934,7 @@ template <bool kHeadMerge, bool kShortChain = false, int kOVecs = 0, bool kWarpK
           bool kTouchPages = false, int kWarmRows = 0, int kRowChunks = 4,
           bool kDeferStaging = false, bool kScaledSplits = false, bool kReverseSplits = false,
           bool kPacedStaging = false, int kHandOff = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
+          bool kCounted = false, int kChainSync = 0, int kSplitPrep = 0>
 void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const Plan plan = plan_for(a, kWarpKeys, kClaimsAhead > 0, kScaledSplits, kChainSync == 4);
   if constexpr (kWarpKeys) {
@@ -1901,11 +1945,11 @@ void launch_version(const QkvAttentionOArgs& a, cudaStream_t stream) {
   } else if (a.attention.prep.head_dim == 128) {
     launch_head_dim<128, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, plan, stream);
   } else {
     launch_head_dim<64, kHeadMerge, kShortChain, kOVecs, kMlpLead, kLean, kClaimsAhead, kLateRows, kTypedRows,
                     kWarmCode, kTouchPages, kWarmRows, kRowChunks, kDeferStaging, kScaledSplits, kReverseSplits,
-                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, plan, stream);
+                    kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, plan, stream);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -2211,13 +2255,13 @@ bool scaled_splits(const QkvAttentionOArgs& a) {
 // cores, 2 with v30's round-robin rows, 3 v30's read after the merge (v31); 4: v30's round-robin rows, no hand-off
 // (v39). kTriggerLate: v32's PDL trigger.
 template <int kMlpLead = 0, bool kPacedStaging = false, int kHandOffMode = 0, bool kTriggerLate = false,
-          bool kCounted = false, int kChainSync = 0, bool kResidualInPrepare = false>
+          bool kCounted = false, int kChainSync = 0, int kSplitPrep = 0>
 void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   const bool scaled = scaled_splits(a);
   if (mostly_every_cta_splits(a, scaled ? kScaledSplitsMaxKeys : 0)) {
     if constexpr (kCounted || kChainSync > 0)  // (v33: v9's kernel with the hand-offs; v34-v36: its sync; v37: v34's)
       return launch_version<true, false, 0, false, false, true, 0, false, 0, 0, false, 0, 4, false, false, false,
-                            false, 0, false, kCounted, kChainSync == 4 ? 1 : kChainSync, kResidualInPrepare>(a,
+                            false, 0, false, kCounted, kChainSync == 4 ? 1 : kChainSync, kSplitPrep>(a,
                                                                                                       stream);
     return launch_qkv_attention_o_v9(a, stream);
   }
@@ -2225,10 +2269,10 @@ void launch_scaled_early(const QkvAttentionOArgs& a, cudaStream_t stream) {
   constexpr int kHandOff = kHandOffMode == 3 ? 2 : kHandOffMode == 4 ? 3 : kHandOffMode > 0 ? 1 : 0;
   if (scaled)
     return launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, true,
-                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(
+                          false, kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(
         a, stream);
   launch_version<true, false, kOVecs, false, kMlpLead, true, 0, false, 0, 0, false, 1, 4, false, false, false,
-                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kResidualInPrepare>(a, stream);
+                 kPacedStaging, kHandOff, kTriggerLate, kCounted, kChainSync, kSplitPrep>(a, stream);
 }
 
 }  // namespace
@@ -2472,7 +2516,7 @@ void launch_qkv_attention_o_v42(const QkvAttentionOArgs& a, cudaStream_t stream)
 
 // v43_qkv_attention_o_residual_in_prepare: v42 whose CTAs with a split read their residual rows (and their delta, as
 // v42 does) by their last warp inside the attention's prepare step, after their K/V tile loads are issued, instead of
-// by warp 0 right after the PDL wait (kResidualInPrepare above); the CTAs without a split read theirs as before. Why:
+// by warp 0 right after the PDL wait (kSplitPrep bit 1 above); the CTAs without a split read theirs as before. Why:
 // SASS of v42 (session 38) has warp 0 stall on that L2 round trip before it starts its share of the prepare step, so
 // a split's q is ready two round trips after the wait instead of one; the last warp prepares nothing at Qwen3-8B's
 // GQA group (4 q heads, the new key and value: 6 of 8 warps). The same loads, sums and stores: v34's bits. Refuses
@@ -2480,8 +2524,8 @@ void launch_qkv_attention_o_v42(const QkvAttentionOArgs& a, cudaStream_t stream)
 bool qkv_attention_o_v43_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
 
 void launch_qkv_attention_o_v43(const QkvAttentionOArgs& a, cudaStream_t stream) {
-  if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1, true>(a, stream);
-  launch_scaled_early<0, false, 0, true, false, 3, true>(a, stream);
+  if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1, kPrepResidual>(a, stream);
+  launch_scaled_early<0, false, 0, true, false, 3, kPrepResidual>(a, stream);
 }
 
 namespace {
@@ -2503,6 +2547,46 @@ bool qkv_attention_o_v44_supports(const QkvAttentionOArgs& a) { return qkv_atten
 void launch_qkv_attention_o_v44(const QkvAttentionOArgs& a, cudaStream_t stream) {
   if (two_tile_ring(a)) return launch_qkv_attention_o_v43(a, stream);
   launch_qkv_attention_o_v42(a, stream);
+}
+
+namespace {
+
+// v44's kernels with kSplitPrep's bits kPrep added: v43's residual read where the splits take a ring of two tiles,
+// v36's merge up to eight splits (1536 keys) and v34's past them, v32's late trigger. Past 1536 keys kPrepPast in
+// place of kPrep.
+template <int kPrep, int kPrepPast>
+void launch_v44_prep(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1, kPrepPast>(a, stream);
+  if (two_tile_ring(a)) return launch_scaled_early<0, false, 0, true, false, 3, kPrep | kPrepResidual>(a, stream);
+  launch_scaled_early<0, false, 0, true, false, 3, kPrep>(a, stream);
+}
+
+}  // namespace
+
+// v45_qkv_attention_o_tiles_at_once: v44 whose splits have every K and V tile in flight before the attention's
+// prepare step where they all fit the K/V ring (kSplitPrep bit 2, attend_keys' kAtOnce), up to 1536 keys; v42 past
+// them. Why: the ring is two tiles deep where a split takes at most two tiles (plan_for), and attend_keys issued
+// kStages - 1 tiles ahead, so a split of 64 keys or fewer (prompt 128 at Qwen3-8B's shape: 3-6 splits of up to 64
+// keys a kv head) issued its V tile only once its K tile was in: two memory round trips one after the other on the
+// chain every CTA's o phase waits for. At prompt 512 (a ring of four, splits of two K and two V tiles) the fourth
+// tile waited for the first. The same loads into the same slots, the same arithmetic: v34's bits. Refuses what v34
+// refuses.
+bool qkv_attention_o_v45_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v45(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_v44_prep<kPrepTilesAtOnce, 0>(a, stream);
+}
+
+// v46_qkv_attention_o_tiles_early: v45 whose CTAs issue the K/V tiles their split starts with before the PDL wait,
+// for the position and slot read at their start, ahead of their staged o rows' bulk copies (kSplitPrep bit 4), at
+// every context (past 1536 keys on v34's kernel, its first three tiles). Why: the cached rows a split reads are
+// written by earlier steps, and a CTA is resident ~4 us before its wait (session 37's trace), while the chain after
+// the wait began with those loads' round trip. After the wait the split checks the position and slot; if they moved
+// (an eager step), the copies land and the tiles are issued again. v34's bits. Refuses what v34 refuses.
+bool qkv_attention_o_v46_supports(const QkvAttentionOArgs& a) { return qkv_attention_o_v34_supports(a); }
+
+void launch_qkv_attention_o_v46(const QkvAttentionOArgs& a, cudaStream_t stream) {
+  launch_v44_prep<kPrepTilesAtOnce | kPrepTilesEarly, kPrepTilesAtOnce | kPrepTilesEarly>(a, stream);
 }
 
 // v37_qkv_attention_o_cluster_merge: v34 whose grid is in thread-block clusters of 8 CTAs, cluster c holding kv head

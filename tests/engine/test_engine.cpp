@@ -398,12 +398,14 @@ TEST(EngineQkvRamp, SameBitsAsEvenRows) {
   }
 }
 
-// qkv_attention_o v34-v36, v40 and v42-v44 change only how the splits, the head merges and the waits for the merged
+// qkv_attention_o v34-v36, v40 and v42-v46 change only how the splits, the head merges and the waits for the merged
 // heads order their memory (v34: one thread's release / acquire on the counts instead of every thread's fence; v35:
 // tagged words, the head's last split merging it from the others' words and its own shared memory; v36: the merge's
 // loads at once; v40: v36 up to 1536 keys, v34 past them; v42: v40 triggering the next launch once the splits are in;
 // v43: v42 reading a split CTA's residual rows in its prepare step; v44: v43 where a split takes at most two K/V tiles,
-// v42 past): the same merge arithmetic as v25, so a decode step gives the same tokens and logits bits. Three contexts,
+// v42 past; v45: v44 with a split's K/V tiles in flight at once where they fit its ring; v46: v45 issuing them before
+// the PDL wait, also run eagerly, where the position it reads before the wait may be the previous step's): the same
+// merge arithmetic as v25, so a decode step gives the same tokens and logits bits. Three contexts,
 // so that v25's short kernel (one split a head at 64 positions, several at 512) and its kernel for longer positions
 // (more splits than v35's merge takes at once) all run; at 4096 v37-v39 and v40 run v34's kernel. A random
 // Qwen3-8B-shaped model cut to 3 layers; decode_mlp off (its fp32 reductions meet in no fixed order).
@@ -415,22 +417,27 @@ TEST(EngineAttentionO, ChainSyncSameBitsAsV25) {
   for (const auto& [context, prompt_len] : contexts_and_prompts) {
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (int32_t i = 0; i < prompt_len; ++i) prompt[size_t(i)] = 5 + (i * 7919) % 1000;
-    const auto run = [&](const std::string& attention_o) {
+    const auto run = [&](const std::string& attention_o, bool cuda_graph = true) {
       EngineOptions options;
       options.context = context;
       options.decode_mlp = "off";
       options.decode_attention_o = attention_o;
+      options.cuda_graph = cuda_graph;
       return greedy_tokens_and_hash(config, options, prompt);
     };
     const auto v25 = run("v25_qkv_attention_o_scaled_early");
     for (const char* version : {"v34_qkv_attention_o_release_counts", "v35_qkv_attention_o_tagged_merge",
                                 "v36_qkv_attention_o_merge_at_once", "v40_qkv_attention_o_merge_at_once_short",
                                 "v42_qkv_attention_o_trigger_late_short", "v43_qkv_attention_o_residual_in_prepare",
-                                "v44_qkv_attention_o_residual_in_prepare_short"}) {
+                                "v44_qkv_attention_o_residual_in_prepare_short", "v45_qkv_attention_o_tiles_at_once",
+                                "v46_qkv_attention_o_tiles_early"}) {
       const auto got = run(version);
       EXPECT_EQ(got.first, v25.first) << version << ", context " << context;
       EXPECT_EQ(got.second, v25.second) << version << ", context " << context;
     }
+    const auto eager = run("v46_qkv_attention_o_tiles_early", false);
+    EXPECT_EQ(eager.first, v25.first) << "v46 eager, context " << context;
+    EXPECT_EQ(eager.second, v25.second) << "v46 eager, context " << context;
     // v37-v39 merge the same bits inside each launch, but their 120 CTAs leave the next norm its partial sums
     // of squares over other rows (35 a CTA, not 32), which that norm adds in another order: the same tokens, not
     // the same logits bits.
