@@ -102,7 +102,11 @@ struct EngineOptions {
   // (v40 whose CTAs let the next launch start once every split is in, v32's trigger; the same bits): 1.0032x /
   // 1.0047x / 1.0047x / 1.0005x of v40 at prompts 128 / 512 / 1024 / 8192 on one H100, 1.0011x / 1.0027x at 128 /
   // 1024 with every kernel loaded at start (session 37); v32's trigger was 1.0034x of v25 on an H200 (session 26).
-  std::string decode_attention_o = "v42_qkv_attention_o_trigger_late_short";
+  // v44 (v42 whose split CTAs read their residual rows by their last warp inside the attention's prepare step, where
+  // a split takes at most two K/V tiles; the same bits): 1.0029x / 1.0031x of v42 at prompt 128 on two H100s,
+  // 0.9995x / 0.9998x at 512 / 1024, where it runs v42's kernels (session 39). v45 (every K/V tile of a split in
+  // flight at once) and v46 (a split's first tiles issued before the PDL wait) were no faster (session 39).
+  std::string decode_attention_o = "v44_qkv_attention_o_residual_in_prepare_short";
   // Tuning (0: the version's defaults): keys per split and shared memory per CTA of decode_attention_o. 192 KB (the
   // versions' own default is 160) stages more o rows: 1.003x at prompt 128 (session 18; session 17 1.002x, 1.006x at
   // 8192).
