@@ -257,10 +257,10 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
   static_assert(kDimTiles >= 1 && kChunks % 4 == 0, "head_dim 64 or 128");
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int gid = lane / 4, tig = lane % 4;  // mma fragment coordinates
-  const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int p_row = p_stride(keys_cap);  // bf16 elements between P rows
 
   const TileLoads<kHeadDim, kThreads, kStages, kLean> loads(sm.ring, k_rows, v_rows, row_stride, n_keys, new_key);
+  const int tiles = loads.tiles;  // K tiles, then as many V tiles
   // The tiles in flight ahead of the one a loop step consumes: kStages - 1, or kStages where all were issued at once.
   const bool at_once = kAtOnce && loads.fit_ring();
   if (!issued) loads.issue_ahead(kAtOnce);

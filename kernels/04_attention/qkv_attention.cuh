@@ -55,6 +55,15 @@ __device__ __forceinline__ KeyRange key_range(int32_t position, int split, int s
   return {key0, n_keys, owner ? n_keys - 1 : -1};
 }
 
+// The element offset in k_cache / v_cache (slots, max_ctx, kv_heads, kHeadDim) of the first K/V row a split starting
+// at key0 reads: key min(key0, position) of kv head kv_head in slot `slot` (a split past the position, which has no
+// keys, points at the position's row and reads none). row_stride: kv_heads * kHeadDim, elements between two keys.
+template <int kHeadDim>
+__device__ __forceinline__ int64_t split_first_row(int64_t slot, int64_t max_ctx, int key0, int32_t position,
+                                                   int64_t row_stride, int kv_head) {
+  return (slot * max_ctx + min(key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
+}
+
 // QK-norm + RoPE, a warp a head: warps [0, group) the group's q heads of kv_head into q_s (group, kHeadDim); with
 // `owner`, one more the new key into new_kv[0, kHeadDim) and its cache row, one the new value (copied as is) into
 // new_kv[kHeadDim, 2 kHeadDim) and its cache row. T: float or bf16, what the caller keeps in shared memory (the

@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(kThreads) qkv_attention_kernel(QkvAttentionArg
   const int tiles = (n_keys + kTileKeys - 1) / kTileKeys;
   const int64_t slot = p.slots ? p.slots[token] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
-  const int64_t first_row = (slot * p.max_ctx + min(key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
+  const int64_t first_row =
+      qkv_attention::split_first_row<kHeadDim>(slot, p.max_ctx, key0, position, row_stride, kv_head);
   const bf16* k_rows = p.k_cache + first_row;
   const bf16* v_rows = p.v_cache + first_row;
 

@@ -543,7 +543,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (!h.valid) return h;
     h.kv_head = (cta + head_shift) % int(p.kv_heads);
     h.range = qkv_attention::key_range(h.position, cta / int(p.kv_heads), hint_splits);
-    h.first_row = (h.slot * p.max_ctx + min(h.range.key0, h.position)) * kv_row_stride + int64_t(h.kv_head) * kHeadDim;
+    h.first_row = qkv_attention::split_first_row<kHeadDim>(h.slot, p.max_ctx, h.range.key0, h.position, kv_row_stride,
+                                                           h.kv_head);
     return h;
   };
   // v14, v15: the split's attention once over one K/V tile of its hinted split, owning no new key so that nothing
@@ -579,6 +580,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int fine = min(max_splits, (at + keys_per_split) / keys_per_split);
     return kScaledSplits ? min(fine, max(kScaledSplitsTarget, (at + kScaledSplitsMaxKeys) / kScaledSplitsMaxKeys))
                          : fine;
+  };
+  // Which of `splits` this CTA takes (if cta < splits * kv_heads; its kv head is cta % kv_heads). v24 on
+  // (kReverseSplits): split s on CTAs [(splits - 1 - s) kv_heads, ...), the last split, which owns the new key, on the
+  // first CTAs to become resident.
+  const auto split_index = [&](int splits) {
+    return kReverseSplits ? splits - 1 - cta / int(p.kv_heads) : cta / int(p.kv_heads);
   };
   // v26 (kPacedStaging): each staged row completes on its own mbarrier. A CTA that the position read now gives no
   // split has its last warp keep stage_window rows in flight, issuing the next as the oldest lands, from its start
@@ -640,10 +647,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     early_slot = p.slots ? p.slots[0] : 0;
     if (attends_hint && early_slot >= 0) {
       const int hint_splits = splits_at(position_hint);
-      const int split = kReverseSplits ? hint_splits - 1 - cta / int(p.kv_heads) : cta / int(p.kv_heads);
-      const qkv_attention::KeyRange range = qkv_attention::key_range(position_hint, split, hint_splits);
-      const int64_t first_row = (early_slot * p.max_ctx + min(range.key0, position_hint)) * kv_row_stride +
-                                int64_t(cta % int(p.kv_heads)) * kHeadDim;
+      const qkv_attention::KeyRange range =
+          qkv_attention::key_range(position_hint, split_index(hint_splits), hint_splits);
+      const int64_t first_row = qkv_attention::split_first_row<kHeadDim>(
+          early_slot, p.max_ctx, range.key0, position_hint, kv_row_stride, cta % int(p.kv_heads));
       const attention_mma::TileLoads<kHeadDim, kThreads, kStages, kLean> loads(
           reinterpret_cast<bf16*>(smem + l.ring), p.k_cache + first_row, p.v_cache + first_row, kv_row_stride,
           range.n_keys, range.new_key);
@@ -1239,10 +1246,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (kWarmRows == 2 && cta >= splits * int(p.kv_heads)) pull_unstaged_rows();
   bool merged_head = false;  // this CTA merged a kv head's splits (v14: it skips the o loop's warm-up)
   if (cta < splits * p.kv_heads) {
-    // (v24: split s on CTAs [(splits - 1 - s) kv_heads, ...): the last split, which owns the new key, on the first
-    // CTAs to become resident)
-    const int kv_head = cta % int(p.kv_heads),
-              split = kReverseSplits ? splits - 1 - cta / int(p.kv_heads) : cta / int(p.kv_heads);
+    const int kv_head = cta % int(p.kv_heads), split = split_index(splits);
     bf16* q_s = reinterpret_cast<bf16*>(smem + l.q);
     bf16* new_kv = reinterpret_cast<bf16*>(smem + l.new_kv);
     float* partial = reinterpret_cast<float*>(smem + l.partial);
@@ -1254,7 +1258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t slot = p.slots ? p.slots[0] : 0;
     const int64_t row_stride = p.kv_heads * kHeadDim;
     const int64_t first_row =
-        (slot * p.max_ctx + min(range.key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
+        qkv_attention::split_first_row<kHeadDim>(slot, p.max_ctx, range.key0, position, row_stride, kv_head);
     // Diagnostic (chain_steps > 0 with bit 16): the split's attention runs twice (the second pass recomputes the
     // same partial and rewrites the same cache row), thread 0 stamping o_staged between the passes: the second pass
     // finds its instructions fetched and its K/V rows in L2.

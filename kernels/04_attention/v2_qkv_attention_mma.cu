@@ -112,7 +112,8 @@ __global__ void __launch_bounds__(kThreads)
   const int key0 = range.key0, n_keys = range.n_keys, new_key = range.new_key;
   const int64_t slot = p.slots ? p.slots[token] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
-  const int64_t first_row = (slot * p.max_ctx + min(key0, position)) * row_stride + int64_t(kv_head) * kHeadDim;
+  const int64_t first_row =
+      qkv_attention::split_first_row<kHeadDim>(slot, p.max_ctx, key0, position, row_stride, kv_head);
   const bf16* k_rows = p.k_cache + first_row;
   const bf16* v_rows = p.v_cache + first_row;
 

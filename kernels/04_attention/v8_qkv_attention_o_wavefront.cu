@@ -160,7 +160,8 @@ __device__ __forceinline__ void attend_split(const QkNormRopeCacheArgs& p, float
   const qkv_attention::KeyRange range = qkv_attention::key_range(position, split, splits);
   const int64_t slot = p.slots ? p.slots[0] : 0;
   const int64_t row_stride = p.kv_heads * kHeadDim;
-  const int64_t first_row = (slot * p.max_ctx + min(range.key0, position)) * row_stride + int64_t(g) * kHeadDim;
+  const int64_t first_row =
+      qkv_attention::split_first_row<kHeadDim>(slot, p.max_ctx, range.key0, position, row_stride, g);
   const attention_warp::Smem wsm{sm.q, sm.new_kv, sm.partial, stat_max, stat_sum, sm.scratch};
   attention_warp::attend_keys<kHeadDim, kThreads>(
       wsm, p.k_cache + first_row, p.v_cache + first_row, row_stride, range.n_keys, range.new_key, group, scale, [&] {
