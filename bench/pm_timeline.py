@@ -50,14 +50,20 @@ def series(rows, metric):
 
 
 def period_of(active, lo=20, hi=400):
+    """The layer period in samples: the shortest lag whose autocorrelation is a local peak within 10% of the
+    highest. (Two layers correlate about as well as one; the highest alone picked 173 samples, two layers, on one
+    of session 40's runs where the other gave 87.)"""
     m = statistics.mean(active)
-    best = None
-    for lag in range(lo, min(hi, len(active) // 3)):
+    lags = list(range(lo, min(hi, len(active) // 3)))
+    corr = {}
+    for lag in lags:
         n = len(active) - lag
-        c = sum((active[i] - m) * (active[i + lag] - m) for i in range(n)) / n
-        if best is None or c > best[0]:
-            best = (c, lag)
-    return best[1]
+        corr[lag] = sum((active[i] - m) * (active[i + lag] - m) for i in range(n)) / n
+    best = max(corr.values())
+    for lag in lags[1:-1]:
+        if corr[lag] >= 0.9 * best and corr[lag] >= corr[lag - 1] and corr[lag] >= corr[lag + 1]:
+            return lag
+    return max(lags, key=lambda lag: corr[lag])
 
 
 def main(argv):

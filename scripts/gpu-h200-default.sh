@@ -8,7 +8,9 @@
 # 36), v34 and v25 (two rounds) at prompts 128 / 512 / 1024 over three interleaved rounds and at 8192 once (not v25);
 # the default at batch 2 / 4 / 8 (prompt 128); then the
 # QKV GEMV's row ramp (norm_gemv v26, 450 per mille by default, tuned on an H100 in session 32) at 0 / 300 / 600 against
-# the default at prompts 128 and 1024, two rounds. The last H200 measurement was session 26's (88.12% at prompt 128).
+# the default at prompts 128 and 1024, two rounds; last, HBM over one replayed step of the default at prompt 128
+# (scripts/gpu-pm-sampling.sh, ~20 s; its files in pm-sampling.tar; PM=0 skips it). The last H200 measurement was
+# session 26's (88.12% at prompt 128).
 #
 # Usage: scripts/gpu-h200-default.sh [BIN_DIR]   (default build/h200/bin: qwen3, qwen3_gpu_tests,
 #        qwen3_engine_tests, measure_peaks; BUDGET=360 s of benches; writes $OUT, else build/gpu-h200-default).
@@ -50,6 +52,12 @@ for _ in 1 2; do
     for ramp in 0 300 600; do bench "ramp$ramp" "$prompt" --qkv-row-ramp-permille "$ramp"; done
   done
 done
+if [[ ${PM:-1} == 1 ]]; then
+  # (one tar for its files: the device tool brings back a limited count of files)
+  OUT="$OUT_DIR/pm" PROMPTS=128 bash scripts/gpu-pm-sampling.sh "$BIN" > "$OUT_DIR/pm-sampling.txt" 2>&1
+  tar cf "$OUT_DIR/pm-sampling.tar" -C "$OUT_DIR" pm pm-sampling.txt && rm -rf "$OUT_DIR/pm" "$OUT_DIR/pm-sampling.txt"
+  tar xOf "$OUT_DIR/pm-sampling.tar" pm/pm-128.txt 2> /dev/null | grep -e "period" -e "lost a layer"
+fi
 step_table v44
 python3 - "$RESULTS" << 'PY'
 import json, sys

@@ -2557,7 +2557,9 @@ namespace {
 
 // v44's kernels with kSplitPrep's bits kPrep added: v43's residual read where the splits take a ring of two tiles,
 // v36's merge up to eight splits (1536 keys) and v34's past them, v32's late trigger. Past 1536 keys kPrepPast in
-// place of kPrep.
+// place of kPrep, without the residual read: there the plan's ring is deeper than two tiles, so v44 runs v42's
+// kernel too, except under `--attention-o-stages 2` (a two-tile ring forced; v44 then runs v43's residual read,
+// these versions do not).
 template <int kPrep, int kPrepPast>
 void launch_v44_prep(const QkvAttentionOArgs& a, cudaStream_t stream) {
   if (!at_most_eight_splits(a)) return launch_scaled_early<0, false, 0, true, false, 1, kPrepPast>(a, stream);
