@@ -194,7 +194,7 @@ struct TileLoads {
   static __device__ __forceinline__ int thread_piece() { return threadIdx.x % kChunks; }
   static __device__ __forceinline__ int thread_key() { return threadIdx.x / kChunks; }
 
-  // Whether issue_ahead(true) issues every tile: they fit the ring at once.
+  // Whether every K and V tile fits the ring at once.
   __device__ __forceinline__ bool fit_ring() const { return 2 * tiles <= kStages; }
 
   __device__ __forceinline__ void issue(int i) const {
@@ -223,8 +223,10 @@ struct TileLoads {
     cp_async_commit();
   }
 
+  // Whether issue_ahead(at_once) issues every tile (kStages in flight ahead of the first consumed, not kStages - 1).
+  __device__ __forceinline__ bool all_ahead(bool at_once) const { return at_once && fit_ring(); }
   __device__ __forceinline__ void issue_ahead(bool at_once) const {
-    if (at_once && fit_ring()) {
+    if (all_ahead(at_once)) {
 #pragma unroll
       for (int i = 0; i < kStages; ++i) issue(i);
     } else {
@@ -262,7 +264,7 @@ __device__ __forceinline__ void attend_keys(const Smem& sm, const bf16* k_rows, 
   const TileLoads<kHeadDim, kThreads, kStages, kLean> loads(sm.ring, k_rows, v_rows, row_stride, n_keys, new_key);
   const int tiles = loads.tiles;  // K tiles, then as many V tiles
   // The tiles in flight ahead of the one a loop step consumes: kStages - 1, or kStages where all were issued at once.
-  const bool at_once = kAtOnce && loads.fit_ring();
+  const bool at_once = loads.all_ahead(kAtOnce);
   if (!issued) loads.issue_ahead(kAtOnce);
 
   prepare();
