@@ -93,21 +93,24 @@ inline bool quick_mode() {
   return quick && *quick && std::string(quick) != "0";
 }
 
+// The comma-separated items of environment variable `name` (empty items dropped; unset: none).
+inline std::vector<std::string> env_comma_list(const char* name) {
+  std::vector<std::string> out;
+  const char* env = std::getenv(name);
+  const std::string list = env ? env : "";
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    if (comma > at) out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 // QWEN3_GPU_TESTS_VERSIONS=v29_,v25_ runs only the versions whose names start with one of the comma-separated
 // prefixes (a new version through a long test without the others' minutes); empty or unset: every version. A
 // filtered run does not check that some version supports each engine shape (the filter may leave none).
 inline const std::vector<std::string>& version_filter() {
-  static const std::vector<std::string> prefixes = [] {
-    std::vector<std::string> out;
-    const char* env = std::getenv("QWEN3_GPU_TESTS_VERSIONS");
-    std::string list = env ? env : "";
-    for (size_t at = 0; at <= list.size();) {
-      const size_t comma = std::min(list.find(',', at), list.size());
-      if (comma > at) out.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
-    return out;
-  }();
+  static const std::vector<std::string> prefixes = env_comma_list("QWEN3_GPU_TESTS_VERSIONS");
   return prefixes;
 }
 
@@ -115,6 +118,21 @@ inline bool version_selected(const std::string& name) {
   const auto& prefixes = version_filter();
   if (prefixes.empty()) return true;
   return std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) { return name.rfind(p, 0) == 0; });
+}
+
+// QWEN3_GPU_TESTS_CASES="ctx=1 heads" runs only the cases of VersionRunner whose labels contain one of the
+// comma-separated strings (one case many times under --gtest_repeat, to catch an intermittent failure); empty or
+// unset: every case. Like a version filter, it turns off the check that some version supports each engine shape.
+inline const std::vector<std::string>& case_filter() {
+  static const std::vector<std::string> parts = env_comma_list("QWEN3_GPU_TESTS_CASES");
+  return parts;
+}
+
+inline bool case_selected(const std::string& label) {
+  const auto& parts = case_filter();
+  if (parts.empty()) return true;
+  return std::any_of(parts.begin(), parts.end(),
+                     [&](const std::string& p) { return label.find(p) != std::string::npos; });
 }
 
 // ---- device memory ----------------------------------------------------------------------------------------
@@ -307,6 +325,21 @@ Produced produced(const DeviceArray<T>& a) {
 }
 
 constexpr int kMaxProduced = 6;
+
+// How long the late producer below spins before it copies the inputs back, in clock cycles: 100000 (~50 us at
+// 2 GHz, long enough for the dependent's prologue to run ahead), or QWEN3_GPU_TESTS_LATE_DELAY_CYCLES (0 and up), to
+// move where the inputs land against the version's own pre-wait work.
+inline long long late_delay_cycles() {
+  static const long long cycles = [] {
+    const char* env = std::getenv("QWEN3_GPU_TESTS_LATE_DELAY_CYCLES");
+    if (env == nullptr || *env == '\0') return 100000LL;
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end != '\0' || v < 0) throw std::invalid_argument("QWEN3_GPU_TESTS_LATE_DELAY_CYCLES: not a count of cycles");
+    return v;
+  }();
+  return cycles;
+}
 struct LateProducerJob {
   const uint8_t* stash[kMaxProduced];
   uint8_t* target[kMaxProduced];
@@ -369,7 +402,7 @@ class LateProducer {
       offset += regions_[i].bytes;
     }
     job.count = int(regions_.size());
-    job.delay_cycles = 100000;  // ~50 us at 2 GHz: long enough for the dependent's prologue to run ahead
+    job.delay_cycles = late_delay_cycles();
 #if defined(__CUDACC__)
     late_producer_kernel<<<132, 256, 0, stream>>>(job);
     CUDA_OK(cudaGetLastError());
@@ -464,6 +497,7 @@ class VersionRunner {
   void run(const std::string& case_label, const Args& args, const std::function<void()>& prepare,
            const std::function<void(const std::string& label)>& check, bool required = false,
            const std::vector<Produced>& produced = {}) {
+    if (!case_selected(case_label)) return;
     int supported = 0;
     for (const auto& v : versions_) {
       if (!context_lost_reason().empty()) return;
@@ -510,7 +544,7 @@ class VersionRunner {
         }
       }
     }
-    if (required && version_filter().empty()) {
+    if (required && version_filter().empty() && case_filter().empty()) {
       EXPECT_GT(supported, 0) << case_label << ": no version supports this engine shape";
     }
   }
