@@ -787,7 +787,7 @@ TEST_F(GpuTest, RopeMatchesReference) {
             expect_ok(check, run_label);
           }
         },
-        c.required, {produced(q_d), produced(k_d), produced(positions_d)});
+        c.required, {produced(q_d), produced(k_d), produced(positions_d, "positions")});
   }
 }
 
@@ -937,7 +937,7 @@ TEST_F(GpuTest, QkNormRopeCacheMatchesReference) {
           check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
                       run_label);
         },
-        c.required, {produced(qkv_d), produced(positions_d), produced(slots_d)});
+        c.required, {produced(qkv_d), produced(positions_d, "positions"), produced(slots_d, "slots")});
   }
 }
 
@@ -992,7 +992,7 @@ TEST_F(GpuTest, KvWriteCopiesRowsIntoTheCache) {
             check_cache(v_cache_d.download(), want_v, nullptr, layout, c.positions, c.slots, "v_cache",
                         run_label);
           },
-          c.required, {produced(source_d), produced(positions_d), produced(slots_d)});
+          c.required, {produced(source_d), produced(positions_d, "positions"), produced(slots_d, "slots")});
     }
   }
 }
@@ -1109,7 +1109,8 @@ void run_attention_case(VersionRunner<AttentionArgs>& runner, const AttentionCas
         workspace_d.poison();  // NaN: partials must be written before they are read
       },
       [&](const std::string& run_label) { check_attention_out(out_d.download(), exact, weighted_abs, run_label); },
-      c.required, {produced(q_d), produced(k_d), produced(v_d), produced(positions_d), produced(slots_d)});
+      c.required,
+      {produced(q_d), produced(k_d), produced(v_d), produced(positions_d, "positions"), produced(slots_d, "slots")});
 }
 
 TEST_F(GpuTest, AttentionDecode) {
@@ -1252,6 +1253,14 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
   const int64_t qkv_width = (c.q_heads + 2 * c.kv_heads) * D;
   const std::string label = "qkv_attention " + c.name + " heads=" + str(c.q_heads) + "/" + str(c.kv_heads) +
                             " head_dim=" + str(D) + " tokens=" + str(tokens);
+  const bool o_residual_delta = o_delta_copies > 0;
+  const std::string o_label =
+      label + " +o hidden=" + str(o_hidden) + (o_ring_stages ? " ring=" + str(o_ring_stages) : "") +
+      (o_residual_delta ? " +residual_delta" : "") +
+      (o_delta_copies > 1 ? " delta_copies=" + str(o_delta_copies) : "") +
+      (o_chain_steps >= 0 ? " chain_steps=" + str(o_chain_steps) : "");
+  // (the runner would skip the case too, but only after the inputs and the oracle below: seconds a case)
+  if (!case_selected(o_runner ? o_label : label)) return;
   const uint64_t seed = case_seed(label);
   const float scale = 1.0f / std::sqrt(float(D));
   const CacheLayout layout{c.num_slots, c.max_ctx, c.kv_heads, D};
@@ -1366,7 +1375,6 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     // bf16(delta)) (bit-exact; with several copies, delta = their sum, exact in any order), the partials are those
     // of the final residual, and the delta (every copy) is left zero.
     const int64_t H = o_hidden, QD = c.q_heads * D;
-    const bool o_residual_delta = o_delta_copies > 0;
     const auto w_o = random_bf16(size_t(H * QD), ref::mix_seed(seed, 7), -0.05f, 0.05f);
     const auto residual_in = random_bf16(size_t(H), ref::mix_seed(seed, 8), -4.0f, 4.0f);
     const auto delta =  // (o_delta_copies, H) or empty
@@ -1406,13 +1414,9 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
     o_args.mlp_ctas = 7;
     o_args.mlp_lead_bytes = 4096 + 16;
     if (o_tune) o_tune(o_args);
-    std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d), produced(residual_d)};
+    std::vector<Produced> o_produced = {produced(qkv_d), produced(positions_d, "positions"),
+                                        produced(residual_d)};
     if (o_residual_delta) o_produced.push_back(produced(delta_d));  // the MLP launch before writes it
-    const std::string o_label =
-        label + " +o hidden=" + str(H) + (o_ring_stages ? " ring=" + str(o_ring_stages) : "") +
-        (o_residual_delta ? " +residual_delta" : "") +
-        (o_delta_copies > 1 ? " delta_copies=" + str(o_delta_copies) : "") +
-        (o_chain_steps >= 0 ? " chain_steps=" + str(o_chain_steps) : "");
     if (o_delta_copies > 1)
       check_delta_copies_support(kernels::qkv_attention_o_versions(), o_args, o_label, false);
     o_runner->run(
@@ -1494,7 +1498,7 @@ void run_qkv_attention_case(VersionRunner<kernels::QkvAttentionArgs>& runner, co
         CUDA_OK(cudaMemsetAsync(workspace_d.get(), 0, size_t(counter_bytes), test_stream()));
       },
       [&](const std::string& run_label) { check_attention(run_label); },
-      c.required, {produced(qkv_d), produced(positions_d), produced(slots_d)});
+      c.required, {produced(qkv_d), produced(positions_d, "positions"), produced(slots_d, "slots")});
 }
 
 TEST_F(GpuTest, QkvAttentionDecode) {
@@ -3711,8 +3715,8 @@ void run_decode_layers_case(VersionRunner<kernels::DecodeLayersArgs>& runner, co
   const double h_rms = std::sqrt(h_sq / double(hidden));
   const double h_tol = double(c.layers + 1) * kDecodeLayerTol;
   std::map<std::string, std::vector<uint16_t>> first_run;  // per version: h and the new cache rows
-  std::vector<Produced> produced_inputs = {produced(h_d), produced(positions_d)};
-  if (args.slots) produced_inputs.push_back(produced(slots_d));
+  std::vector<Produced> produced_inputs = {produced(h_d), produced(positions_d, "positions")};
+  if (args.slots) produced_inputs.push_back(produced(slots_d, "slots"));
   runner.run(
       label, args,
       [&] {
