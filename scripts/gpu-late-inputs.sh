@@ -9,10 +9,10 @@
 #
 # Usage: scripts/gpu-late-inputs.sh [BIN_DIR]   (default build/h200/bin; DELAYS="0 20000 100000 400000",
 #        VERSIONS=v14_,v15_,v16_,v44_,v46_ (v14-v16: warm-ups before the PDL wait; v44: the default; v46: its split's
-#        first tiles before the wait), CASE="ctx=1 heads", REPEAT=40, LIMIT=120 s a delay; ON_TIME=positions: the
-#        positions on time, only qkv and the residual late (QWEN3_GPU_TESTS_ON_TIME: the engine's order, where a
-#        version's pre-wait hint reads a valid position while qkv is still being written); writes $OUT, else
-#        build/gpu-late-inputs).
+#        first tiles before the wait), CASE="ctx=1 heads", REPEAT=40, LIMIT=120 s a delay; ON_TIME=none: every
+#        input late, the positions too; ON_TIME=positions: the positions on time, only qkv and the residual late (the
+#        engine's order, where a version's pre-wait hint reads a valid position while qkv is still being written; see
+#        QWEN3_GPU_TESTS_ON_TIME in tests/gpu/gpu_test_util.h); writes $OUT, else build/gpu-late-inputs).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BIN=${1:-build/h200/bin}
@@ -22,17 +22,19 @@ VERSIONS=${VERSIONS:-v14_,v15_,v16_,v44_,v46_}
 CASE=${CASE:-ctx=1 heads}
 REPEAT=${REPEAT:-40}
 LIMIT=${LIMIT:-120}
-ON_TIME=${ON_TIME:-}
+ON_TIME=${ON_TIME:-none}
+suffix=$ON_TIME
+[[ $suffix == none ]] && suffix=""
 mkdir -p "$OUT_DIR"
 nvidia-smi --query-gpu=name --format=csv,noheader
 for delay in $DELAYS; do
-  log=$OUT_DIR/late${ON_TIME:+-on-time-$ON_TIME}-$delay.txt
+  log=$OUT_DIR/late${suffix:+-on-time-$suffix}-$delay.txt
   QWEN3_GPU_TESTS_LATE_DELAY_CYCLES=$delay QWEN3_GPU_TESTS_CASES=$CASE QWEN3_GPU_TESTS_VERSIONS=$VERSIONS \
     QWEN3_GPU_TESTS_ON_TIME=$ON_TIME timeout "$LIMIT" "$BIN/qwen3_gpu_tests" \
     --gtest_filter=GpuTest.QkvAttentionODecode --gtest_repeat="$REPEAT" > "$log" 2>&1
   status=$?
   passed=$(grep -c '^\[       OK' "$log")
-  echo "delay $delay cycles${ON_TIME:+, on time: $ON_TIME}: exit $status, $passed of $REPEAT repeats passed"
+  echo "delay $delay cycles, on time: $ON_TIME: exit $status, $passed of $REPEAT repeats passed"
   # "[ versions ] NAME N cases run, ..." and "[ versions ] NAME N cases FAILED, the first: LABEL", one pair a repeat
   awk '$1 == "[" && $2 == "versions" && $3 == "]" {
          if ($7 == "run,") run[$4] += $5; else if ($7 == "FAILED,") failed[$4] += $5
