@@ -520,6 +520,7 @@ class VersionRunner {
            const std::function<void(const std::string& label)>& check, bool required = false,
            const std::vector<Produced>& produced = {}) {
     if (!case_selected(case_label)) return;
+    const std::vector<Produced> late = late_regions(produced, case_label);  // (the graph runs')
     int supported = 0;
     for (const auto& v : versions_) {
       if (!context_lost_reason().empty()) return;
@@ -534,7 +535,6 @@ class VersionRunner {
         if (graph && !v.graph) continue;
         // The graph run is the engine's configuration: PDL on (where the GPU has it), inputs arriving late.
         kernels::set_programmatic_dependent_launch(graph);
-        const std::vector<Produced> late = late_regions(produced, case_label);
         const bool late_inputs = graph && kernels::programmatic_dependent_launch() && !late.empty();
         const std::string label =
             case_label + " | " + v.name +
